@@ -1,0 +1,1 @@
+"""Tooling for the torch-semiring patch series (see README.md)."""

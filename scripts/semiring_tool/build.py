@@ -1,0 +1,188 @@
+"""Build the patched (or unpatched) wheel incrementally inside the build root.
+
+Each variant has a build tree (a git checkout, kept between runs so ninja only rebuilds what
+changed) and a venv; all variants share one ccache.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import BASE_TAG, git
+from .buildroot import BuildRoot, ensure_root
+from .config import REPO, Pin, state_dir
+from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
+from . import series
+
+# The minimal CPU configuration measured in ../shared/build-notes.md.
+CPU_CONFIG = {
+    "USE_SYSTEM_LIBS": "ON", "USE_CUDA": "0", "USE_DISTRIBUTED": "0", "USE_MKLDNN": "0",
+    "USE_XNNPACK": "0", "USE_PYTORCH_QNNPACK": "0", "USE_NNPACK": "0", "USE_FBGEMM": "0",
+    "USE_KINETO": "0", "USE_VULKAN": "0", "USE_MPI": "0", "BUILD_TEST": "0", "USE_ITT": "0",
+    "USE_GLOO": "0", "USE_TENSORPIPE": "0", "USE_NUMA": "0", "USE_FLASH_ATTENTION": "0",
+    "USE_MEM_EFF_ATTENTION": "0", "BLAS": "OpenBLAS", "USE_GFLAGS": "OFF", "USE_GLOG": "OFF",
+    "BUILD_CUSTOM_PROTOBUF": "OFF", "ONNX_NAMESPACE": "onnx",
+    "CFLAGS": "-Wno-dangling-reference -fuse-ld=mold",
+    "CXXFLAGS": "-Wno-dangling-reference -fuse-ld=mold",
+}
+# For users with a CUDA 12.x toolkit (not runnable here: no GPU, and CUDA 13 is unverified
+# for the whole of v2.6.0). Selected with `build --cuda`.
+CUDA_CONFIG = {**CPU_CONFIG, "USE_CUDA": "1", "USE_CUDNN": "0", "USE_FLASH_ATTENTION": "0",
+               "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", "8.0;9.0"),
+               "CMAKE_CUDA_COMPILER_LAUNCHER": "ccache"}
+
+NINJA_LINE = re.compile(r"^\[(\d+)/(\d+)\] ")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str          # "semiring" or "unpatched" (+ "-cuda")
+    patches: int       # how many series patches the build tree carries
+    local_version: str  # the wheel's local version label
+
+    def area(self, br: BuildRoot) -> str:
+        return f"{br.build_area}/{self.name}"
+
+
+def variant(pin: Pin, unpatched: bool, cuda: bool) -> Variant:
+    suffix = "-cuda" if cuda else ""
+    if unpatched:
+        return Variant("unpatched" + suffix, series.build_layer_count(), "unpatched")
+    return Variant("semiring" + suffix, len(series.read_series()), f"semiring.{pin.series_version}")
+
+
+def build_env(br: BuildRoot, cuda: bool) -> dict[str, str]:
+    cfg = CUDA_CONFIG if cuda else CPU_CONFIG
+    return {
+        **cfg,
+        "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)),
+        "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+        "CCACHE_DIR": f"{br.build_area}/ccache", "CCACHE_BASEDIR": br.build_area,
+        "CCACHE_NOHASHDIR": "true", "CCACHE_MAXSIZE": "10G",
+        "PATH": "/usr/local/bin:/usr/bin:/bin" + (":/usr/local/cuda/bin" if cuda else ""),
+        "HOME": "/root", "LC_ALL": "C.UTF-8",
+    }
+
+
+def sync_tree(pin: Pin, br: BuildRoot, v: Variant) -> str:
+    """Point the variant's build tree at base + its patches, touching only changed files."""
+    work = state_dir() / "work" / f"build-{v.name}"
+    # A private work tree per variant: the user's work tree stays theirs.
+    series.apply(pin, work, upto=v.patches, force=True)
+    tree = br.path(f"{v.area(br)}/pytorch")
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        git(work, "clone", "-q", "--no-checkout", str(work), str(tree))
+    git(tree, "fetch", "-q", "--force", str(work), f"+{series.BRANCH}:refs/remotes/work/target")
+    git(tree, "checkout", "-q", "--force", "-B", "build", "refs/remotes/work/target")
+    head = git(tree, "rev-parse", "--short", "HEAD", capture=True).stdout.strip()
+    # Debian regenerates the flatbuffers header for the installed flatc (debian/rules); do the
+    # same, but only rewrite it when it changes so that ninja does not rebuild its users.
+    ser = f"{v.area(br)}/pytorch/torch/csrc/jit/serialization"
+    br.run(["sh", "-c", "mkdir -p /tmp/flatc && flatc --cpp --gen-mutable --scoped-enums -o /tmp/flatc "
+            "mobile_bytecode.fbs && (cmp -s /tmp/flatc/mobile_bytecode_generated.h "
+            "mobile_bytecode_generated.h || cp /tmp/flatc/mobile_bytecode_generated.h .)"], cwd=ser)
+    return head
+
+
+def _follow(proc, log_path: Path, label: str, watch: Stopwatch) -> int:
+    """Wait for the build, printing ninja's [n/N] with elapsed time and an estimate."""
+    last_print, pos, done, total = 0.0, 0, 0, 0
+    first = None  # (time, done) of the first step seen: this run's rate, not the cache's
+    while True:
+        rc = proc.poll()
+        with open(log_path, errors="replace") as f:
+            f.seek(pos)
+            chunk = f.read()
+            pos = f.tell()
+        for line in chunk.splitlines():
+            m = NINJA_LINE.match(line)
+            if m:
+                done, total = int(m.group(1)), int(m.group(2))
+                if first is None:
+                    first = (watch.elapsed, done - 1)
+        now = time.monotonic()
+        if done and (now - last_print > 30 or rc is not None):
+            last_print = now
+            # Estimate from this run's own rate: ccache hits make earlier steps unrepresentative.
+            t0, d0 = first
+            remaining = (watch.elapsed - t0) * (total - done) / (done - d0) if done > d0 else None
+            progress_line(label, done, total, watch.elapsed, remaining)
+        if rc is not None:
+            return rc
+        time.sleep(2)
+
+
+def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
+    br = ensure_root(pin)
+    v = variant(pin, unpatched, cuda)
+    head = sync_tree(pin, br, v)
+    area = v.area(br)
+    env = {**build_env(br, cuda), "TORCH_SEMIRING_LOCAL_VERSION": v.local_version}
+    log_path = br.path(f"{area}/build.log")
+    say(f"building {v.name} (tree at {head}, {v.patches} series patches) in {br.path(area)}; "
+        f"log: {log_path}")
+    watch = Stopwatch()
+    dist_inside = f"{area}/dist"
+    shutil.rmtree(br.path(dist_inside), ignore_errors=True)
+    with open(log_path, "w") as log:
+        proc = br.popen(["python3", "setup.py", "bdist_wheel", "-d", dist_inside],
+                        cwd=f"{area}/pytorch", env=env, log=log)
+        try:
+            rc = _follow(proc, log_path, f"build {v.name}", watch)
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, 15)
+            raise ToolError("build interrupted; run the same command again to resume where it stopped")
+    if rc != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-40:]
+        raise ToolError(f"build of {v.name} failed (exit {rc}); last lines of {log_path}:\n" + "\n".join(tail))
+    wheels = sorted(br.path(dist_inside).glob("torch-*.whl"))
+    if not wheels:
+        raise ToolError(f"the build finished but wrote no wheel into {br.path(dist_inside)}")
+    wheel = wheels[-1]
+    say(f"built {wheel.name} in {fmt_seconds(watch.elapsed)}")
+    out = REPO / "dist"
+    out.mkdir(exist_ok=True)
+    for old in out.glob(f"torch-*+{v.local_version}-*.whl"):
+        old.unlink()
+    shutil.copyfile(wheel, out / wheel.name)
+    install(br, v, f"{dist_inside}/{wheel.name}")
+    (br.path(area) / "built-from").write_text(head + "\n")
+    return out / wheel.name
+
+
+def venv_python(br: BuildRoot, v: Variant) -> str:
+    return f"{v.area(br)}/venv/bin/python"
+
+
+def install(br: BuildRoot, v: Variant, wheel_inside: str) -> None:
+    venv = f"{v.area(br)}/venv"
+    if not br.path(f"{venv}/bin/python").exists():
+        br.run(["python3", "-m", "venv", "--system-site-packages", venv])
+    say(f"installing {Path(wheel_inside).name} into {venv}")
+    br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-index",
+            wheel_inside], env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    out = br.run([f"{venv}/bin/python", "-c", "import torch; print(torch.__version__)"],
+                 cwd="/tmp", capture=True)
+    say(f"import torch in {venv}: torch.__version__ = {out.stdout.strip()}")
+
+
+def have_build(pin: Pin, unpatched: bool = False) -> bool:
+    """Whether a build tree for this pin and configuration exists (the incremental cache)."""
+    try:
+        br = ensure_root(pin) if _root_ready(pin) else None
+    except ToolError:
+        return False
+    if br is None:
+        return False
+    v = variant(pin, unpatched, cuda=False)
+    return br.path(f"{v.area(br)}/pytorch/build/build.ninja").exists()
+
+
+def _root_ready(pin: Pin) -> bool:
+    from .buildroot import host_is
+    return host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()

@@ -1,0 +1,102 @@
+"""A Debian trixie build root (debootstrap + chroot), or the host itself when it is trixie."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Pin, state_dir
+from .progress import ToolError, say, run
+
+PACKAGES = """
+build-essential cmake ninja-build ccache git patch python3-dev python3-venv python3-yaml python3-numpy
+python3-setuptools python3-typing-extensions python3-pip python3-wheel python3-expecttest
+python3-pytest python3-hypothesis libcpuinfo-dev libfmt-dev libfp16-dev libfxdiv-dev libpsimd-dev
+libpthreadpool-dev libsleef-dev pybind11-dev python3-pybind11 libopenblas-dev liblapack-dev
+nlohmann-json3-dev libnuma-dev libzstd-dev libonnx-dev libprotobuf-dev protobuf-compiler
+libeigen3-dev libflatbuffers-dev flatbuffers-compiler-dev libcpp-httplib-dev mold
+""".split()
+
+
+def host_is(suite: str) -> bool:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return False
+    return f"VERSION_CODENAME={suite}" in text
+
+
+@dataclass(frozen=True)
+class BuildRoot:
+    """Runs commands in the build environment; `path` maps a path inside it to the host."""
+    root: Path | None  # None: the host is the build environment
+
+    @property
+    def build_area(self) -> str:
+        """Where build trees, venvs and ccache live, as seen from inside."""
+        return "/build" if self.root else str(state_dir() / "build")
+
+    def path(self, inside: str) -> Path:
+        return self.root / inside.lstrip("/") if self.root else Path(inside)
+
+    def command(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None) -> list[str]:
+        envs = [f"{k}={v}" for k, v in (env or {}).items()]
+        script = f"cd {shlex.quote(cwd)} && exec env {' '.join(map(shlex.quote, envs))} " + \
+            " ".join(map(shlex.quote, argv))
+        if self.root is None:
+            return ["sh", "-c", script]
+        r = shlex.quote(str(self.root))
+        # A private mount namespace: the bind mounts vanish with the process, even when killed.
+        mounts = " && ".join(f"mount --bind /{d} {r}/{d}" for d in ("proc", "dev", "sys"))
+        inner = f"{mounts} && exec chroot {r} sh -c {shlex.quote(script)}"
+        return ["unshare", "--mount", "--fork", "sh", "-c", inner]
+
+    def run(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None,
+            **kw) -> subprocess.CompletedProcess:
+        return run(self.command(argv, cwd, env), **kw)
+
+    def popen(self, argv: list[str], cwd: str, env: dict[str, str], log) -> subprocess.Popen:
+        return subprocess.Popen(self.command(argv, cwd, env), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _packages_key() -> str:
+    return hashlib.sha256(" ".join(sorted(PACKAGES)).encode()).hexdigest()[:16]
+
+
+def ensure_root(pin: Pin) -> BuildRoot:
+    """Create (or reuse) the build root for the pinned Debian suite."""
+    if host_is(pin.suite) and not os.environ.get("TORCH_SEMIRING_FORCE_CHROOT"):
+        missing = [p for p in ("cmake", "ninja", "ccache", "flatc") if shutil.which(p) is None]
+        if missing:
+            raise ToolError(f"the host is Debian {pin.suite} but lacks {missing}; install: "
+                            f"apt-get install {' '.join(PACKAGES)}")
+        return BuildRoot(None)
+    root = state_dir() / f"root-{pin.suite}"
+    stamp = root / ".torch-semiring-root"
+    if stamp.exists() and stamp.read_text().strip() == _packages_key():
+        return BuildRoot(root)
+    if os.geteuid() != 0:
+        raise ToolError(f"the host is not Debian {pin.suite}, so the build needs a {pin.suite} root made "
+                        f"with debootstrap and entered with chroot, which needs root. Run this command "
+                        f"as root (or on a {pin.suite} host / in the Dockerfile).")
+    for tool in ("debootstrap", "unshare", "chroot"):
+        if shutil.which(tool) is None:
+            raise ToolError(f"'{tool}' is missing; install it (apt-get install debootstrap util-linux)")
+    if not (root / "etc" / "debian_version").exists():
+        partial = root.with_name(root.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        say(f"debootstrap {pin.suite} into {root} (about a minute)")
+        run(["debootstrap", "--variant=minbase", "--include=ca-certificates", pin.suite,
+             str(partial), pin.mirror])
+        partial.rename(root)
+    br = BuildRoot(root)
+    say(f"installing {len(PACKAGES)} build packages into the root (about a minute)")
+    br.run(["sh", "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+            "--no-install-recommends " + " ".join(PACKAGES)])
+    stamp.write_text(_packages_key() + "\n")
+    return br

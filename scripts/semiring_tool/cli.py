@@ -1,0 +1,52 @@
+"""Command line: scripts/semiring <command>."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import series
+from .config import load_pin
+from .progress import ToolError, say
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/semiring", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fetch", help="download and verify the pinned upstream")
+    f.add_argument("--mirror", help="a Debian mirror to use instead of the pinned one")
+    a = sub.add_parser("apply", help="fresh git work tree: upstream + Debian base + the series")
+    a.add_argument("--worktree", type=Path, help="default: $TORCH_SEMIRING_STATE/work/pytorch")
+    a.add_argument("--force", action="store_true", help="replace a work tree with unexported changes")
+    e = sub.add_parser("export", help="write the work tree's commits back as patches/ (alias: refresh)",
+                       aliases=["refresh"])
+    e.add_argument("--worktree", type=Path)
+    sub.add_parser("check", help="lint the series and check that it applies and round-trips")
+    b = sub.add_parser("build", help="build the patched wheel into dist/ and install it in the root's venv")
+    b.add_argument("--unpatched", action="store_true", help="the same configuration without the series")
+    b.add_argument("--cuda", action="store_true", help="CUDA configuration (needs a CUDA 12.x toolkit)")
+    t = sub.add_parser("test", help="the project's tests (see README)")
+    t.add_argument("--fast", action="store_true", help="only the checks that need no build")
+    t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
+    t.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
+    args = ap.parse_args(argv)
+    pin = load_pin()
+    try:
+        if args.cmd == "fetch":
+            from .fetch import fetch
+            fetch(pin, args.mirror)
+        elif args.cmd == "apply":
+            series.apply(pin, args.worktree, force=args.force)
+        elif args.cmd in ("export", "refresh"):
+            series.export(args.worktree)
+        elif args.cmd == "check":
+            series.check(pin)
+        elif args.cmd == "build":
+            from .build import build
+            build(pin, unpatched=args.unpatched, cuda=args.cuda)
+        elif args.cmd == "test":
+            from .testing import test
+            return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args)
+    except ToolError as err:
+        say(f"error: {err}")
+        return 1
+    return 0
