@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import shutil
 import time
 from dataclasses import dataclass
@@ -117,6 +118,25 @@ def _follow(proc, log_path: Path, label: str, watch: Stopwatch) -> int:
         time.sleep(2)
 
 
+def run_with_progress(br: BuildRoot, argv: list[str], cwd: str, env: dict[str, str],
+                      log_path: Path, label: str) -> tuple[int, float]:
+    """Runs a ninja-driven build, logging to log_path and printing its progress.
+
+    Interrupting it (Ctrl-C) stops the whole process group and leaves the build
+    directory as ninja left it, so running the same build again resumes it.
+    """
+    watch = Stopwatch()
+    with open(log_path, "w") as log:
+        proc = br.popen(argv, cwd=cwd, env=env, log=log)
+        try:
+            rc = _follow(proc, log_path, label, watch)
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise ToolError(f"{label} interrupted; run the same command again to resume where it stopped")
+    return rc, watch.elapsed
+
+
 def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
     br = ensure_root(pin)
     v = variant(pin, unpatched, cuda)
@@ -126,17 +146,10 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
     log_path = br.path(f"{area}/build.log")
     say(f"building {v.name} (tree at {head}, {v.patches} series patches) in {br.path(area)}; "
         f"log: {log_path}")
-    watch = Stopwatch()
     dist_inside = f"{area}/dist"
     shutil.rmtree(br.path(dist_inside), ignore_errors=True)
-    with open(log_path, "w") as log:
-        proc = br.popen(["python3", "setup.py", "bdist_wheel", "-d", dist_inside],
-                        cwd=f"{area}/pytorch", env=env, log=log)
-        try:
-            rc = _follow(proc, log_path, f"build {v.name}", watch)
-        except KeyboardInterrupt:
-            os.killpg(proc.pid, 15)
-            raise ToolError("build interrupted; run the same command again to resume where it stopped")
+    rc, elapsed = run_with_progress(br, ["python3", "setup.py", "bdist_wheel", "-d", dist_inside],
+                                    f"{area}/pytorch", env, log_path, f"build {v.name}")
     if rc != 0:
         tail = log_path.read_text(errors="replace").splitlines()[-40:]
         raise ToolError(f"build of {v.name} failed (exit {rc}); last lines of {log_path}:\n" + "\n".join(tail))
@@ -144,7 +157,7 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
     if not wheels:
         raise ToolError(f"the build finished but wrote no wheel into {br.path(dist_inside)}")
     wheel = wheels[-1]
-    say(f"built {wheel.name} in {fmt_seconds(watch.elapsed)}")
+    say(f"built {wheel.name} in {fmt_seconds(elapsed)}")
     out = REPO / "dist"
     out.mkdir(exist_ok=True)
     for old in out.glob(f"torch-*+{v.local_version}-*.whl"):

@@ -43,21 +43,29 @@ class BuildRoot:
     def path(self, inside: str) -> Path:
         return self.root / inside.lstrip("/") if self.root else Path(inside)
 
-    def command(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None) -> list[str]:
+    def expose(self, host: Path, inside: str) -> str:
+        """Where a host directory appears inside (bind-mounted there by `command(binds=...)`)."""
+        return inside if self.root else str(host)
+
+    def command(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None,
+                binds: dict[Path, str] | None = None) -> list[str]:
         envs = [f"{k}={v}" for k, v in (env or {}).items()]
         script = f"cd {shlex.quote(cwd)} && exec env {' '.join(map(shlex.quote, envs))} " + \
             " ".join(map(shlex.quote, argv))
         if self.root is None:
             return ["sh", "-c", script]
-        r = shlex.quote(str(self.root))
+        r = str(self.root)
+        mounts = [(f"/{d}", f"{r}/{d}") for d in ("proc", "dev", "sys")]
+        mounts += [(str(host), f"{r}/{inside.lstrip('/')}") for host, inside in (binds or {}).items()]
         # A private mount namespace: the bind mounts vanish with the process, even when killed.
-        mounts = " && ".join(f"mount --bind /{d} {r}/{d}" for d in ("proc", "dev", "sys"))
-        inner = f"{mounts} && exec chroot {r} sh -c {shlex.quote(script)}"
+        setup = " && ".join(f"mkdir -p {shlex.quote(dst)} && mount --bind {shlex.quote(src)} {shlex.quote(dst)}"
+                            for src, dst in mounts)
+        inner = f"{setup} && exec chroot {shlex.quote(r)} sh -c {shlex.quote(script)}"
         return ["unshare", "--mount", "--fork", "sh", "-c", inner]
 
     def run(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None,
-            **kw) -> subprocess.CompletedProcess:
-        return run(self.command(argv, cwd, env), **kw)
+            binds: dict[Path, str] | None = None, **kw) -> subprocess.CompletedProcess:
+        return run(self.command(argv, cwd, env, binds), **kw)
 
     def popen(self, argv: list[str], cwd: str, env: dict[str, str], log) -> subprocess.Popen:
         return subprocess.Popen(self.command(argv, cwd, env), stdout=log, stderr=subprocess.STDOUT,
