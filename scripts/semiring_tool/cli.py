@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build the patched wheel into dist/ and install it in the root's venv")
     b.add_argument("--unpatched", action="store_true", help="the same configuration without the series")
     b.add_argument("--cuda", action="store_true", help="CUDA configuration (needs a CUDA 12.x toolkit)")
+    bn = sub.add_parser("bench", help="ordinary backward: patched vs unpatched build, side by side")
+    bn.add_argument("--rounds", type=int, default=7)
+    bn.add_argument("--repeat", type=int, default=20)
+    st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
+    st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
@@ -43,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "build":
             from .build import build
             build(pin, unpatched=args.unpatched, cuda=args.cuda)
+        elif args.cmd == "bench":
+            from .bench import bench
+            bench(pin, args.rounds, args.repeat)
+        elif args.cmd == "status":
+            if args.write_readme:
+                series.write_readme_status()
+            else:
+                print(series.status_table(), end="")
         elif args.cmd == "test":
             from .testing import test
             return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import BASE_TAG, ensure_base, git
-from .config import PATCHES, SERIES, Pin, state_dir
+from .config import PATCHES, REPO, SERIES, Pin, state_dir
 from .progress import ToolError, say
 
 BRANCH = "semiring"
@@ -238,3 +238,25 @@ def check(pin: Pin, patches: Path = PATCHES) -> None:
                 raise ToolError(f"{n}: apply then export does not reproduce it byte for byte; "
                                 f"run 'scripts/semiring apply && scripts/semiring export' and commit the result")
     say("check: the series applies without fuzz and round-trips byte for byte")
+
+
+def status_table(patches: Path = PATCHES) -> str:
+    """The README's upstreaming table, generated from the patch headers."""
+    rows = ["| # | patch | layer | upstream status | forwarded |", "|---|---|---|---|---|"]
+    for i, e in enumerate(read_series(patches / "series"), 1):
+        h = parse_header((patches / e).read_text())
+        rows.append(f"| {i} | {h.subject} | {h.fields.get('Layer', '?')} | "
+                    f"{h.fields.get('Upstream-Status', '?')} | {h.fields.get('Forwarded', '?')} |")
+    return "\n".join(rows) + "\n"
+
+
+README_STATUS = re.compile(r"(<!-- status:begin -->\n).*?(<!-- status:end -->)", re.S)
+
+
+def readme_with_status(text: str) -> str:
+    return README_STATUS.sub(lambda m: m.group(1) + status_table() + m.group(2), text)
+
+
+def write_readme_status() -> None:
+    readme = REPO / "README.md"
+    readme.write_text(readme_with_status(readme.read_text()))

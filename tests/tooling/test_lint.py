@@ -56,3 +56,10 @@ def test_description_required(patches_copy):
     subject_end = head.index("\n\n", head.index("Subject:"))
     p.write_text(head[: subject_end + 2] + sep.lstrip("\n") + rest)
     assert any("no description" in x for x in series.lint(patches_copy))
+
+
+def test_readme_status_table_is_current():
+    from semiring_tool.config import REPO
+
+    text = (REPO / "README.md").read_text()
+    assert series.readme_with_status(text) == text, "run: python3 scripts/semiring status --write-readme"

@@ -1,0 +1,24 @@
+# The same scripts as on a bare machine, on Debian trixie: the host is the build root,
+# so no debootstrap or chroot is needed. The wheel lands in /src/dist.
+#   docker build -t torch-semiring .
+#   docker run --rm torch-semiring python3 scripts/semiring test
+FROM debian:trixie
+
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        python3 ca-certificates git patch \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /src
+COPY . /src
+
+# Installs the build dependencies (scripts/semiring_tool/buildroot.py: PACKAGES), then builds.
+RUN python3 -c "import sys; sys.path.insert(0, 'scripts'); \
+from semiring_tool.buildroot import PACKAGES; print(' '.join(PACKAGES))" > /tmp/packages \
+    && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(cat /tmp/packages) \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV TORCH_SEMIRING_STATE=/var/cache/torch-semiring
+RUN python3 scripts/semiring build
+
+CMD ["python3", "scripts/semiring", "test"]

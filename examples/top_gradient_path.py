@@ -1,0 +1,20 @@
+"""The README example: top gradient path, entropy and path counts of a small MLP."""
+import torch
+from torch.autograd import semiring
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+loss = model(x).sum()
+
+# Which input element has the strongest single gradient path to the loss?
+(g,) = torch.autograd.grad(loss, x, retain_graph=True, semiring="max_product")
+print("top path value per input:", semiring.max_product.finalize(g))
+
+# How spread out over paths is each input's influence? (entropy in nats)
+(h,) = torch.autograd.grad(loss, x, retain_graph=True, semiring=torch.autograd.semiring.entropy)
+print("gradient-graph entropy:", semiring.entropy.finalize(h))
+
+# .backward() works too: .grad holds the semiring's result.
+loss.backward(semiring="counting")
+print("paths from each input:", x.grad)
