@@ -1,7 +1,6 @@
 """scripts/semiring test: the fast tier always, the full tier when a build cache exists."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -10,41 +9,46 @@ from pathlib import Path
 from . import build, series
 from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
-from .progress import Stopwatch, ToolError, fmt_seconds, run, say
+from .progress import Stopwatch, fmt_seconds, run, say
 
-PYTEST = "pytest==8.3.5"
+HOST_PACKAGES = ["pytest==8.3.5", "expecttest==0.3.0", "pyyaml", "typing_extensions"]
 
 
 def host_python() -> str:
     """A venv on the host with pytest, for the tooling tests (the host Python may lack it)."""
     venv = state_dir() / "host-venv"
     py = venv / "bin" / "python"
-    if not py.exists() or subprocess.run([str(py), "-c", "import pytest, yaml"],
+    if not py.exists() or subprocess.run([str(py), "-c", "import pytest, yaml, expecttest"],
                                          capture_output=True).returncode != 0:
-        say(f"creating {venv} with {PYTEST} for the tooling tests")
+        say(f"creating {venv} with {', '.join(HOST_PACKAGES)} for the tooling tests")
         run([sys.executable, "-m", "venv", str(venv)])
-        run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", PYTEST, "pyyaml",
-             "typing_extensions"])
+        run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *HOST_PACKAGES])
     return str(py)
 
 
-def codegen(pin: Pin) -> None:
-    """Runs the autograd code generator on the patched tree (no build needed)."""
+def codegen(pin: Pin) -> int:
+    """Runs the autograd code generators on the patched tree (no build needed) and their tests."""
     tree = state_dir() / "work" / "check"
+    py = host_python()
     with tempfile.TemporaryDirectory() as out:
-        run([host_python(), "-B", "-m", "tools.autograd.gen_autograd",
+        run([py, "-B", "-m", "tools.autograd.gen_autograd",
              "aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/native/tags.yaml",
              out, "tools/autograd"], cwd=tree, capture=True)
         n = len(list(Path(out).iterdir()))
     say(f"codegen: tools/autograd generated {n} files from the patched tree")
+    rc = subprocess.run([py, "-B", "-m", "tools.autograd.gen_semiring_rules", "--check"], cwd=tree).returncode
+    say("codegen: semiring rule table " + ("is current" if rc == 0 else "is STALE"))
+    say("codegen tests (tools/test/test_gen_semiring_rules.py)")
+    return rc or subprocess.run([py, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 "tools/test/test_gen_semiring_rules.py"], cwd=tree).returncode
 
 
 def fast_tier(pin: Pin, pytest_args: list[str]) -> int:
     series.check(pin)
-    codegen(pin)
+    rc = codegen(pin)
     say("tooling tests (tests/tooling)")
-    return subprocess.run([host_python(), "-m", "pytest", "-q", "tests/tooling", *pytest_args],
-                          cwd=REPO).returncode
+    return subprocess.run([host_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tooling",
+                           *pytest_args], cwd=REPO).returncode or rc
 
 
 def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str]) -> int:
