@@ -79,7 +79,9 @@ def sync_tree(pin: Pin, br: BuildRoot, v: Variant) -> str:
         tree.parent.mkdir(parents=True, exist_ok=True)
         git(work, "clone", "-q", "--no-checkout", str(work), str(tree))
     git(tree, "fetch", "-q", "--force", str(work), f"+{series.BRANCH}:refs/remotes/work/target")
-    git(tree, "checkout", "-q", "--force", "-B", "build", "refs/remotes/work/target")
+    # Without --force: the flatc-regenerated header below stays as it is (so ninja does not
+    # rebuild its users on every sync); any other local change makes the checkout fail loudly.
+    git(tree, "checkout", "-q", "-B", "build", "refs/remotes/work/target")
     head = git(tree, "rev-parse", "--short", "HEAD", capture=True).stdout.strip()
     # Debian regenerates the flatbuffers header for the installed flatc (debian/rules); do the
     # same, but only rewrite it when it changes so that ninja does not rebuild its users.
