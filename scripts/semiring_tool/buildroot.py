@@ -49,8 +49,10 @@ class BuildRoot:
 
     def command(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None,
                 binds: dict[Path, str] | None = None) -> list[str]:
-        envs = [f"{k}={v}" for k, v in (env or {}).items()]
-        script = f"cd {shlex.quote(cwd)} && exec env {' '.join(map(shlex.quote, envs))} " + \
+        # A clean environment: nothing of the caller's (CI=true, say) leaks into builds and tests.
+        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LC_ALL": "C.UTF-8"}
+        envs = [f"{k}={v}" for k, v in {**base, **(env or {})}.items()]
+        script = f"cd {shlex.quote(cwd)} && exec env -i {' '.join(map(shlex.quote, envs))} " + \
             " ".join(map(shlex.quote, argv))
         if self.root is None:
             return ["sh", "-c", script]

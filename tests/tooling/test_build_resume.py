@@ -35,7 +35,9 @@ def _project(d, steps=6):
 def test_interrupted_build_resumes(tmp_path):
     _project(tmp_path)
     script = RUNNER.format(scripts=str(REPO / "scripts"), d=str(tmp_path))
-    first = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # A background job (CI) may start us with SIGINT ignored; the child must see Ctrl-C.
+    first = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 20
     while len(list(tmp_path.glob("out*"))) < 2 and time.time() < deadline:
         time.sleep(0.05)
