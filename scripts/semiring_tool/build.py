@@ -65,7 +65,6 @@ def build_env(br: BuildRoot, cuda: bool) -> dict[str, str]:
         "CCACHE_DIR": f"{br.build_area}/ccache", "CCACHE_BASEDIR": br.build_area,
         "CCACHE_NOHASHDIR": "true", "CCACHE_MAXSIZE": "10G",
         "PATH": "/usr/local/bin:/usr/bin:/bin" + (":/usr/local/cuda/bin" if cuda else ""),
-        "HOME": "/root", "LC_ALL": "C.UTF-8",
     }
 
 

@@ -60,7 +60,7 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str]) -> int:
     py = build.venv_python(br, v)
     repo = br.expose(REPO, "/repo")
     tree = f"{v.area(br)}/pytorch"
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root", "LC_ALL": "C.UTF-8",
+    env = {"PYTHONDONTWRITEBYTECODE": "1",
            "TORCH_SEMIRING_EXPECTED_VERSION": f"+{v.local_version}",
            "TORCH_SEMIRING_TREE": tree}
     rc = 0
