@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import BASE_TAG, git
-from .buildroot import BuildRoot, ensure_root
+from .base import git
+from .buildroot import BuildRoot, ensure_root, host_is
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
 from . import series
@@ -187,16 +187,11 @@ def install(br: BuildRoot, v: Variant, wheel_inside: str) -> None:
 
 def have_build(pin: Pin, unpatched: bool = False) -> bool:
     """Whether a build tree for this pin and configuration exists (the incremental cache)."""
-    try:
-        br = ensure_root(pin) if _root_ready(pin) else None
-    except ToolError:
+    if not (host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()):
         return False
-    if br is None:
+    try:
+        br = ensure_root(pin)
+    except ToolError:
         return False
     v = variant(pin, unpatched, cuda=False)
     return br.path(f"{v.area(br)}/pytorch/build/build.ninja").exists()
-
-
-def _root_ready(pin: Pin) -> bool:
-    from .buildroot import host_is
-    return host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()

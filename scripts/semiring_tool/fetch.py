@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import urllib.request
 from pathlib import Path
 
@@ -65,7 +64,3 @@ def fetch(pin: Pin, mirror: str | None = None) -> tuple[Path, Path]:
     packaging = fetch_one(pin, pin.packaging, mirror)
     say(f"upstream {pin.git_tag} ({pin.git_commit[:12]}) as Debian {pin.debian_version}: verified")
     return orig, packaging
-
-
-def have_tool(name: str) -> bool:
-    return shutil.which(name) is not None
