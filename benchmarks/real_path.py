@@ -20,6 +20,16 @@ def chain(length: int):
     return lambda: loss.backward(retain_graph=True)
 
 
+def fan_out(length: int):
+    # Every node's output is used twice: each step sums two messages in an input buffer.
+    x = torch.ones(4, requires_grad=True)
+    y = x
+    for _ in range(length):
+        y = torch.tanh(y) + y
+    loss = y.sum()
+    return lambda: loss.backward(retain_graph=True)
+
+
 def mlp(width: int, depth: int, batch: int):
     torch.manual_seed(0)
     layers = []
@@ -37,6 +47,7 @@ def mlp(width: int, depth: int, batch: int):
 
 WORKLOADS = {
     "chain_2000_small_ops": lambda: chain(2000),
+    "fan_out_1000": lambda: fan_out(1000),
     "mlp_4x256_batch64": lambda: mlp(256, 4, 64),
 }
 

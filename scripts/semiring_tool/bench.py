@@ -25,6 +25,10 @@ def bench(pin: Pin, rounds: int, repeat: int) -> dict[str, float]:
             out = br.run([build.venv_python(br, v), script, "--repeat", str(repeat)], cwd="/tmp",
                          binds={REPO: "/repo"}, capture=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
+            # --system-site-packages venvs: make sure the wheel, not another torch, was timed.
+            if not result["version"].endswith(f"+{v.local_version}"):
+                raise ToolError(f"{v.name} venv imported torch {result['version']}, "
+                                f"expected +{v.local_version}; run 'scripts/semiring build' for it again")
             for name, t in result.items():
                 if name != "version":
                     times[v.name].setdefault(name, []).append(t)
