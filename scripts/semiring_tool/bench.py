@@ -16,8 +16,7 @@ def bench(pin: Pin, rounds: int, repeat: int) -> dict[str, float]:
     variants = [build.variant(pin, unpatched=False, cuda=False), build.variant(pin, unpatched=True, cuda=False)]
     for v in variants:
         if not br.path(build.venv_python(br, v)).exists():
-            flag = " --unpatched" if v.name.startswith("unpatched") else ""
-            raise ToolError(f"no installed {v.name} build; run 'scripts/semiring build{flag}' first")
+            raise ToolError(f"no installed {v.name} build; run '{v.build_command}' first")
     script = f"{br.expose(REPO, '/repo')}/benchmarks/real_path.py"
     times: dict[str, dict[str, list[float]]] = {v.name: {} for v in variants}
     for r in range(rounds):
@@ -28,7 +27,7 @@ def bench(pin: Pin, rounds: int, repeat: int) -> dict[str, float]:
             # --system-site-packages venvs: make sure the wheel, not another torch, was timed.
             if not result["version"].endswith(f"+{v.local_version}"):
                 raise ToolError(f"{v.name} venv imported torch {result['version']}, "
-                                f"expected +{v.local_version}; run 'scripts/semiring build' for it again")
+                                f"expected +{v.local_version}; run '{v.build_command}' again")
             for name, t in result.items():
                 if name != "version":
                     times[v.name].setdefault(name, []).append(t)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import git
-from .buildroot import BuildRoot, ensure_root, host_is
+from .buildroot import BASE_ENV, BuildRoot, ensure_root, host_is
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
 from . import series
@@ -45,6 +45,12 @@ class Variant:
     patches: int       # how many series patches the build tree carries
     local_version: str  # the wheel's local version label
 
+    @property
+    def build_command(self) -> str:
+        flags = (" --unpatched" if self.name.startswith("unpatched") else "") + \
+            (" --cuda" if self.name.endswith("-cuda") else "")
+        return f"scripts/semiring build{flags}"
+
     def area(self, br: BuildRoot) -> str:
         return f"{br.build_area}/{self.name}"
 
@@ -64,7 +70,7 @@ def build_env(br: BuildRoot, cuda: bool) -> dict[str, str]:
         "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
         "CCACHE_DIR": f"{br.build_area}/ccache", "CCACHE_BASEDIR": br.build_area,
         "CCACHE_NOHASHDIR": "true", "CCACHE_MAXSIZE": "10G",
-        "PATH": "/usr/local/bin:/usr/bin:/bin" + (":/usr/local/cuda/bin" if cuda else ""),
+        "PATH": BASE_ENV["PATH"] + (":/usr/local/cuda/bin" if cuda else ""),
     }
 
 

@@ -30,6 +30,11 @@ def host_is(suite: str) -> bool:
     return f"VERSION_CODENAME={suite}" in text
 
 
+# Every command in the root starts from this environment and nothing of the caller's
+# (CI=true, say), so that builds and tests do not depend on who runs them.
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LC_ALL": "C.UTF-8"}
+
+
 @dataclass(frozen=True)
 class BuildRoot:
     """Runs commands in the build environment; `path` maps a path inside it to the host."""
@@ -49,9 +54,7 @@ class BuildRoot:
 
     def command(self, argv: list[str], cwd: str = "/", env: dict[str, str] | None = None,
                 binds: dict[Path, str] | None = None) -> list[str]:
-        # A clean environment: nothing of the caller's (CI=true, say) leaks into builds and tests.
-        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LC_ALL": "C.UTF-8"}
-        envs = [f"{k}={v}" for k, v in {**base, **(env or {})}.items()]
+        envs = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
         script = f"cd {shlex.quote(cwd)} && exec env -i {' '.join(map(shlex.quote, envs))} " + \
             " ".join(map(shlex.quote, argv))
         if self.root is None:
