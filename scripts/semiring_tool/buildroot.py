@@ -18,7 +18,7 @@ python3-setuptools python3-typing-extensions python3-pip python3-wheel python3-e
 python3-pytest python3-hypothesis libcpuinfo-dev libfmt-dev libfp16-dev libfxdiv-dev libpsimd-dev
 libpthreadpool-dev libsleef-dev pybind11-dev python3-pybind11 libopenblas-dev liblapack-dev
 nlohmann-json3-dev libnuma-dev libzstd-dev libonnx-dev libprotobuf-dev protobuf-compiler
-libeigen3-dev libflatbuffers-dev flatbuffers-compiler-dev libcpp-httplib-dev mold
+libeigen3-dev libflatbuffers-dev flatbuffers-compiler-dev libcpp-httplib-dev mold valgrind
 """.split()
 
 

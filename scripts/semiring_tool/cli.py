@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--unpatched", action="store_true", help="the same configuration without the series")
     b.add_argument("--cuda", action="store_true", help="CUDA configuration (needs a CUDA 12.x toolkit)")
     bn = sub.add_parser("bench", help="ordinary backward: patched vs unpatched build, side by side")
-    bn.add_argument("--rounds", type=int, default=7)
-    bn.add_argument("--repeat", type=int, default=20)
+    bn.add_argument("--measure", choices=("instructions", "time", "both"), default="both")
+    bn.add_argument("--groups", type=int, default=12, help="timing: groups of server processes (6 or more)")
+    bn.add_argument("--samples", type=int, default=120, help="timing: steps per workload and server (a multiple of 24)")
+    bn.add_argument("--count-runs", type=int, default=3, help="instructions: callgrind runs per build")
+    bn.add_argument("--steps", type=int, default=5, help="instructions: steps counted per workload")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
     t = sub.add_parser("test", help="the project's tests (see README)")
@@ -50,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             build(pin, unpatched=args.unpatched, cuda=args.cuda)
         elif args.cmd == "bench":
             from .bench import bench
-            bench(pin, args.rounds, args.repeat)
+            measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
+            if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps):
+                return 1
         elif args.cmd == "status":
             if args.write_readme:
                 series.write_readme_status()
