@@ -1,8 +1,8 @@
 """Cost of ordinary backward (semiring=None): the workloads of 'scripts/semiring bench'.
 
 --serve: lock-step timing. Prints a JSON line (torch version, workload names), then for each
-workload name read from stdin runs one step and prints its time in seconds. 'bench' drives a
-patched and an unpatched server alternately on one core, so each pair of steps is timed
+workload name read from stdin runs one step and prints its time in seconds. 'bench' drives
+servers of both builds in lock-step on one core, so the steps it compares are timed
 milliseconds apart and the machine's drifting speed cancels in their ratio.
 --instructions LIB: runs --steps steps of each workload between the callgrind client requests
 of LIB (benchmarks/callgrind_markers.c), for an exact instruction count per workload.

@@ -30,14 +30,15 @@ from .progress import Stopwatch, ToolError, say
 # seed makes the interpreter's own work repeatable.
 BENCH_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 SCRATCH = "/tmp/torch-semiring-bench"
-LIMIT = 0.01  # the target: ordinary backward costs the same within 1%
+LIMIT = 0.01  # the target: ordinary backward costs at most 1% more (faster is layout luck, not cost)
 ROLES = (0, 1, 0, 1)  # the lock-step servers: indexes into (patched, unpatched)
 ORDERS = list(itertools.permutations(range(len(ROLES))))
 CONTROL = "control_"  # workloads running no changed code: they show the floor, not the verdict
 
 
-def _script(br: BuildRoot) -> str:
-    return f"{br.expose(REPO, '/repo')}/benchmarks/real_path.py"
+def _benchmark(br: BuildRoot, name: str) -> str:
+    """Where benchmarks/`name` appears to the build's python (the repository is bound at /repo)."""
+    return f"{br.expose(REPO, '/repo')}/benchmarks/{name}"
 
 
 def _check_version(result: dict, v: Variant) -> None:
@@ -52,20 +53,19 @@ def count_instructions(br: BuildRoot, variants: list[Variant], runs: int,
     """Instructions per step of each workload, per build: one callgrind run per build and round."""
     markers, dumps = f"{SCRATCH}/callgrind_markers.so", f"{SCRATCH}/callgrind"
     br.run(["sh", "-c", f"rm -rf {dumps} && mkdir -p {dumps}"])
-    br.run(["cc", "-O2", "-shared", "-fPIC", "-o", markers,
-            f"{br.expose(REPO, '/repo')}/benchmarks/callgrind_markers.c"], binds={REPO: "/repo"})
+    br.run(["cc", "-O2", "-shared", "-fPIC", "-o", markers, _benchmark(br, "callgrind_markers.c")],
+           binds={REPO: "/repo"})
     counts: dict[str, dict[str, list[int]]] = {v.name: {} for v in variants}
     for r in range(runs):
         clock = Stopwatch()
-        # A count repeats exactly for the same process image, but shifts by a few tenths of a
-        # percent with the memory layout (hash tables keyed by address). Each round moves the
-        # initial stack by a different amount, so the spread over rounds shows that sensitivity.
+        # Counts shift by a few tenths of a percent with the memory layout (hash tables keyed by
+        # address): each round moves the initial stack by a different amount.
         layout = {"TORCH_SEMIRING_BENCH_PAD": "x" * (1 + 997 * r)}
         for v in variants if r % 2 == 0 else variants[::-1]:
             tag = f"{v.name}.{r}"
             out = br.run(["valgrind", "--quiet", "--tool=callgrind", "--instr-atstart=no",
-                          f"--callgrind-out-file={dumps}/{tag}.%p", build.venv_python(br, v), _script(br),
-                          "--instructions", markers, "--steps", str(steps)],
+                          f"--callgrind-out-file={dumps}/{tag}.%p", build.venv_python(br, v),
+                          _benchmark(br, "real_path.py"), "--instructions", markers, "--steps", str(steps)],
                          cwd="/tmp", env={**BENCH_ENV, **layout}, binds={REPO: "/repo"}, capture=True).stdout
             _check_version(json.loads(out.strip().splitlines()[-1]), v)
             for name, n in _read_dumps(br.path(dumps), tag, steps).items():
@@ -92,7 +92,7 @@ class _Server:
     """benchmarks/real_path.py --serve in one build's venv, pinned to one core."""
 
     def __init__(self, br: BuildRoot, v: Variant, core: int) -> None:
-        argv = ["taskset", "-c", str(core), build.venv_python(br, v), _script(br), "--serve"]
+        argv = ["taskset", "-c", str(core), build.venv_python(br, v), _benchmark(br, "real_path.py"), "--serve"]
         self.proc = subprocess.Popen(br.command(argv, "/tmp", BENCH_ENV, {REPO: "/repo"}),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         hello = json.loads(self._line())
@@ -116,7 +116,8 @@ class _Server:
         self.proc.wait()
 
 
-def time_lockstep(br: BuildRoot, variants: list[Variant], groups: int, samples: int) -> dict[str, dict[str, list[float]]]:
+def time_lockstep(br: BuildRoot, variants: list[Variant], groups: int,
+                  samples: int) -> dict[str, dict[str, list[float]]]:
     """Per comparison and workload, one median step-time ratio per group of server processes.
 
     A group is two servers of each build, so that each build's code runs equally often (the
@@ -168,7 +169,7 @@ def median_interval(xs: list[float], level: float = 0.95) -> tuple[float, float,
 
 
 def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: int, steps: int) -> bool:
-    """Prints the tables; True when every measured ratio is shown to be within LIMIT."""
+    """Prints the tables; True when every workload is shown to cost at most LIMIT more."""
     if "time" in measures and groups < 6:
         raise ToolError("--groups must be 6 or more: the time interval is taken over groups")
     br = ensure_root(pin)
@@ -185,7 +186,7 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
             p, u = patched[name], unpatched[name]
             # Bounds: the extreme runs against each other (the counts vary slightly between runs).
             ratio, lo, hi = statistics.median(p) / statistics.median(u), min(p) / max(u), max(p) / min(u)
-            within &= name.startswith(CONTROL) or 1 - LIMIT <= lo and hi <= 1 + LIMIT
+            within &= name.startswith(CONTROL) or hi <= 1 + LIMIT
             print(f"{name:28} {statistics.median(p):14,.0f} {statistics.median(u):14,.0f} {ratio:8.5f}"
                   f"   [{lo:.5f}, {hi:.5f}]")
         print(f"(callgrind, steady state: median over {count_runs} runs per build of the mean of {steps} steps "
@@ -199,10 +200,10 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
                 median, lo, hi = median_interval(medians[which][name])
                 cells.append(f"{median:.4f} [{lo:.4f}, {hi:.4f}]")
                 if which == "patched" and not name.startswith(CONTROL):
-                    within &= 1 - LIMIT <= lo and hi <= 1 + LIMIT
+                    within &= hi <= 1 + LIMIT
             print(f"{name:28} {cells[0]:>30}   {cells[1]:>30}")
         print(f"(one step's time over its counterpart's step in the same lock-step round, one core: median "
               f"over {groups} groups of 2+2 servers of each group's median over {samples} rounds, with a "
               f"95% interval)")
-    print(f"within {LIMIT:.0%}: {'yes' if within else 'not shown'}")
+    print(f"patched costs at most {LIMIT:.0%} more (upper bounds): {'yes' if within else 'not shown'}")
     return within
