@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--cuda", action="store_true", help="CUDA configuration (needs a CUDA 12.x toolkit)")
     bn = sub.add_parser("bench", help="ordinary backward: patched vs unpatched build, side by side")
     bn.add_argument("--measure", choices=("instructions", "time", "both"), default="both")
-    bn.add_argument("--groups", type=int, default=12, help="timing: groups of server processes (6 or more)")
+    bn.add_argument("--groups", type=int, default=24, help="timing: groups of server processes (6 or more)")
     bn.add_argument("--samples", type=int, default=120, help="timing: steps per workload and server (a multiple of 24)")
     bn.add_argument("--count-runs", type=int, default=3, help="instructions: callgrind runs per build")
     bn.add_argument("--steps", type=int, default=5, help="instructions: steps counted per workload")
