@@ -109,16 +109,6 @@ def serve() -> None:
         print(time.perf_counter() - t0, flush=True)
 
 
-def best_of(fn, repeat: int) -> float:
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def count_instructions(markers_lib: str, steps: int) -> None:
     markers = ctypes.CDLL(markers_lib)
     for name, make in WORKLOADS.items():

@@ -4,11 +4,20 @@ Prints a table: per semiring, the best time of a grad() call over --repeat runs 
 ratio to semiring=None, for an MLP and a chain of small ops.
 """
 import argparse
+import time
 
 import torch
 from torch.autograd import semiring
 
-from real_path import best_of  # benchmarks/ is on sys.path when run as a script
+
+def best_of(fn, repeat: int) -> float:
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def mlp(width: int = 256, depth: int = 4, batch: int = 64):
