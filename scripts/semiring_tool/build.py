@@ -5,6 +5,7 @@ changed) and a venv; all variants share one ccache.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -19,12 +20,15 @@ from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
 from . import series
 
-# The minimal CPU configuration measured in ../shared/build-notes.md.
+# A minimal CPU configuration (no oneDNN, XNNPACK, FBGEMM, Kineto), with distributed
+# support as Debian's package builds it (c10d with gloo and TensorPipe from Debian's
+# libraries): Hugging Face transformers imports torch.distributed.tensor, and v2.6.0 cannot
+# import torch with USE_DISTRIBUTED=1 but USE_TENSORPIPE=0 (pytorch/pytorch#97397).
 CPU_CONFIG = {
-    "USE_SYSTEM_LIBS": "ON", "USE_CUDA": "0", "USE_DISTRIBUTED": "0", "USE_MKLDNN": "0",
+    "USE_SYSTEM_LIBS": "ON", "USE_CUDA": "0", "USE_DISTRIBUTED": "1", "USE_MKLDNN": "0",
     "USE_XNNPACK": "0", "USE_PYTORCH_QNNPACK": "0", "USE_NNPACK": "0", "USE_FBGEMM": "0",
     "USE_KINETO": "0", "USE_VULKAN": "0", "USE_MPI": "0", "BUILD_TEST": "0", "USE_ITT": "0",
-    "USE_GLOO": "0", "USE_TENSORPIPE": "0", "USE_NUMA": "0", "USE_FLASH_ATTENTION": "0",
+    "USE_GLOO": "1", "USE_TENSORPIPE": "1", "USE_NUMA": "0", "USE_FLASH_ATTENTION": "0",
     "USE_MEM_EFF_ATTENTION": "0", "BLAS": "OpenBLAS", "USE_GFLAGS": "OFF", "USE_GLOG": "OFF",
     "BUILD_CUSTOM_PROTOBUF": "OFF", "ONNX_NAMESPACE": "onnx",
     "CFLAGS": "-Wno-dangling-reference -fuse-ld=mold",
@@ -62,6 +66,18 @@ def variant(pin: Pin, unpatched: bool, cuda: bool) -> Variant:
     return Variant("semiring" + suffix, len(series.read_series()), f"semiring.{pin.series_version}")
 
 
+# The CUDA toolkit is the host's (the build root has none): it appears inside at CUDA_INSIDE.
+CUDA_INSIDE = "/usr/local/cuda"
+
+
+def cuda_binds() -> dict[Path, str]:
+    host = Path(os.environ.get("CUDA_HOME", CUDA_INSIDE))
+    if not (host / "bin" / "nvcc").exists():
+        raise ToolError(f"build --cuda needs a CUDA 12.x toolkit: no nvcc in {host}/bin "
+                        f"(set CUDA_HOME to the toolkit's directory)")
+    return {host: CUDA_INSIDE}
+
+
 def build_env(br: BuildRoot, cuda: bool) -> dict[str, str]:
     cfg = CUDA_CONFIG if cuda else CPU_CONFIG
     return {
@@ -70,7 +86,8 @@ def build_env(br: BuildRoot, cuda: bool) -> dict[str, str]:
         "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
         "CCACHE_DIR": f"{br.build_area}/ccache", "CCACHE_BASEDIR": br.build_area,
         "CCACHE_NOHASHDIR": "true", "CCACHE_MAXSIZE": "10G",
-        "PATH": BASE_ENV["PATH"] + (":/usr/local/cuda/bin" if cuda else ""),
+        "PATH": BASE_ENV["PATH"] + (f":{CUDA_INSIDE}/bin" if cuda else ""),
+        **({"CUDA_HOME": CUDA_INSIDE} if cuda else {}),
     }
 
 
@@ -126,7 +143,8 @@ def _follow(proc, log_path: Path, label: str, watch: Stopwatch) -> int:
 
 
 def run_with_progress(br: BuildRoot, argv: list[str], cwd: str, env: dict[str, str],
-                      log_path: Path, label: str) -> tuple[int, float]:
+                      log_path: Path, label: str,
+                      binds: dict[Path, str] | None = None) -> tuple[int, float]:
     """Runs a ninja-driven build, logging to log_path and printing its progress.
 
     Interrupting it (Ctrl-C) stops the whole process group and leaves the build
@@ -134,7 +152,7 @@ def run_with_progress(br: BuildRoot, argv: list[str], cwd: str, env: dict[str, s
     """
     watch = Stopwatch()
     with open(log_path, "w") as log:
-        proc = br.popen(argv, cwd=cwd, env=env, log=log)
+        proc = br.popen(argv, cwd=cwd, env=env, log=log, binds=binds)
         try:
             rc = _follow(proc, log_path, label, watch)
         except KeyboardInterrupt:
@@ -156,7 +174,8 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
     dist_inside = f"{area}/dist"
     shutil.rmtree(br.path(dist_inside), ignore_errors=True)
     rc, elapsed = run_with_progress(br, ["python3", "setup.py", "bdist_wheel", "-d", dist_inside],
-                                    f"{area}/pytorch", env, log_path, f"build {v.name}")
+                                    f"{area}/pytorch", env, log_path, f"build {v.name}",
+                                    binds=cuda_binds() if cuda else None)
     if rc != 0:
         tail = log_path.read_text(errors="replace").splitlines()[-40:]
         raise ToolError(f"build of {v.name} failed (exit {rc}); last lines of {log_path}:\n" + "\n".join(tail))
@@ -170,8 +189,8 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
     for old in out.glob(f"torch-*+{v.local_version}-*.whl"):
         old.unlink()
     shutil.copyfile(wheel, out / wheel.name)
-    install(br, v, f"{dist_inside}/{wheel.name}")
-    (br.path(area) / "built-from").write_text(head + "\n")
+    install(br, v, f"{dist_inside}/{wheel.name}", pin.runtime_requirements)
+    stamp_path(br, v).write_text(f"{build_stamp(pin, v)} {head}\n")
     return out / wheel.name
 
 
@@ -179,25 +198,56 @@ def venv_python(br: BuildRoot, v: Variant) -> str:
     return f"{v.area(br)}/venv/bin/python"
 
 
-def install(br: BuildRoot, v: Variant, wheel_inside: str) -> None:
+def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[str, ...]) -> None:
+    """Installs the wheel and exactly the pinned runtime requirements, then checks them.
+
+    The venv sees the root's Debian packages (numpy, pytest, expecttest) but none of torch's
+    Requires-Dist: they come from PyPI at the versions upstream.toml pins, and `pip check`
+    fails the build if the wheel declares something the pins do not satisfy.
+    """
     venv = f"{v.area(br)}/venv"
     if not br.path(f"{venv}/bin/python").exists():
         br.run(["python3", "-m", "venv", "--system-site-packages", venv])
+    pip_env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    say(f"installing {len(requirements)} pinned runtime requirements into {venv}: {' '.join(requirements)}")
+    br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--only-binary=:all:", *requirements],
+           env=pip_env)
     say(f"installing {Path(wheel_inside).name} into {venv}")
     br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-index",
-            wheel_inside], env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            wheel_inside], env=pip_env)
+    check = br.run([f"{venv}/bin/pip", "check"], env=pip_env, capture=True, check=False)
+    if check.returncode != 0:
+        raise ToolError(f"the wheel's declared requirements are not met by upstream.toml's [runtime] "
+                        f"pins; add or update the pins:\n{check.stdout}")
     out = br.run([f"{venv}/bin/python", "-c", "import torch; print(torch.__version__)"],
                  cwd="/tmp", capture=True)
     say(f"import torch in {venv}: torch.__version__ = {out.stdout.strip()}")
 
 
-def have_build(pin: Pin, unpatched: bool = False) -> bool:
-    """Whether a build tree for this pin and configuration exists (the incremental cache)."""
-    if not (host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()):
-        return False
-    try:
-        br = ensure_root(pin)
-    except ToolError:
-        return False
+def build_stamp(pin: Pin, v: Variant) -> str:
+    """Identifies what a build is of: the pin, the variant's patches, configuration and pins."""
+    h = hashlib.sha256()
+    h.update(f"{pin.key} {v.name} {v.local_version}\n".encode())
+    for name in series.read_series()[:v.patches]:
+        h.update((REPO / "patches" / name).read_bytes())
+    h.update(repr(sorted((CUDA_CONFIG if v.name.endswith("-cuda") else CPU_CONFIG).items())).encode())
+    h.update(repr(pin.runtime_requirements).encode())
+    return h.hexdigest()[:16]
+
+
+def stamp_path(br: BuildRoot, v: Variant) -> Path:
+    return br.path(v.area(br)) / "built-from"
+
+
+def build_state(pin: Pin, unpatched: bool = False) -> tuple[bool, str]:
+    """Whether the installed build is of the current series, and a line saying why (not)."""
     v = variant(pin, unpatched, cuda=False)
-    return br.path(f"{v.area(br)}/pytorch/build/build.ninja").exists()
+    root_made = host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()
+    br = BuildRoot(None if host_is(pin.suite) else state_dir() / f"root-{pin.suite}")
+    if not root_made or not stamp_path(br, v).exists():
+        return False, f"no build of {v.name} (run '{v.build_command}')"
+    built = stamp_path(br, v).read_text().split()[0]
+    if built != build_stamp(pin, v):
+        return False, (f"the build of {v.name} is of another series or configuration (stamp {built}, "
+                       f"current {build_stamp(pin, v)}); run '{v.build_command}'")
+    return True, f"the build of {v.name} is of the current series (stamp {built})"

@@ -19,6 +19,7 @@ python3-pytest python3-hypothesis libcpuinfo-dev libfmt-dev libfp16-dev libfxdiv
 libpthreadpool-dev libsleef-dev pybind11-dev python3-pybind11 libopenblas-dev liblapack-dev
 nlohmann-json3-dev libnuma-dev libzstd-dev libonnx-dev libprotobuf-dev protobuf-compiler
 libeigen3-dev libflatbuffers-dev flatbuffers-compiler-dev libcpp-httplib-dev mold valgrind
+libgloo-dev libtensorpipe-dev
 """.split()
 
 
@@ -72,8 +73,9 @@ class BuildRoot:
             binds: dict[Path, str] | None = None, **kw) -> subprocess.CompletedProcess:
         return run(self.command(argv, cwd, env, binds), **kw)
 
-    def popen(self, argv: list[str], cwd: str, env: dict[str, str], log) -> subprocess.Popen:
-        return subprocess.Popen(self.command(argv, cwd, env), stdout=log, stderr=subprocess.STDOUT,
+    def popen(self, argv: list[str], cwd: str, env: dict[str, str], log,
+              binds: dict[Path, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(self.command(argv, cwd, env, binds), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
 

@@ -39,6 +39,7 @@ class Pin:
     orig: Tarball
     packaging: Tarball
     series_version: int
+    runtime_requirements: tuple[str, ...]  # pinned, installed next to the wheel
 
     @property
     def key(self) -> str:
@@ -61,4 +62,5 @@ def load_pin(path: Path = PIN_FILE) -> Pin:
         orig=Tarball(**deb["orig"]),
         packaging=Tarball(**deb["packaging"]),
         series_version=int(data["series"]["version"]),
+        runtime_requirements=tuple(data["runtime"]["requirements"]),
     )

@@ -12,14 +12,19 @@ from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
 
-HOST_PACKAGES = ["pytest==8.3.5", "expecttest==0.3.0", "pyyaml", "typing_extensions"]
+HOST_PACKAGES = ["pytest==8.3.5", "expecttest==0.3.0", "pyyaml", "typing_extensions",
+                 "check-jsonschema==0.33.0"]
+WORKFLOW = REPO / "ci" / "github-workflow.yml"
+# GitHub-hosted runner labels (docs.github.com, "GitHub-hosted runners"): anything else needs a
+# larger or self-hosted runner that a fork does not have.
+STANDARD_RUNNERS = {"ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "ubuntu-24.04-arm", "ubuntu-22.04-arm"}
 
 
 def host_python() -> str:
     """A venv on the host with pytest, for the tooling tests (the host Python may lack it)."""
     venv = state_dir() / "host-venv"
     py = venv / "bin" / "python"
-    if not py.exists() or subprocess.run([str(py), "-c", "import pytest, yaml, expecttest"],
+    if not py.exists() or subprocess.run([str(py), "-c", "import pytest, yaml, expecttest, check_jsonschema"],
                                          capture_output=True).returncode != 0:
         say(f"creating {venv} with {', '.join(HOST_PACKAGES)} for the tooling tests")
         run([sys.executable, "-m", "venv", str(venv)])
@@ -44,9 +49,32 @@ def codegen(pin: Pin) -> int:
                                  "tools/test/test_gen_semiring_rules.py"], cwd=tree).returncode
 
 
+def workflow_check(workflow: Path = WORKFLOW) -> int:
+    """The fork workflow parses, matches GitHub's workflow schema and uses standard runners."""
+    py = host_python()
+    script = ("import sys, yaml; w = yaml.safe_load(open(sys.argv[1])); "
+              "print(' '.join(str(j.get('runs-on')) for j in w['jobs'].values()))")
+    proc = subprocess.run([py, "-c", script, str(workflow)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        say(f"workflow: {workflow.name} does not parse:\n{proc.stderr.strip().splitlines()[-1]}")
+        return 1
+    odd = sorted(set(proc.stdout.split()) - STANDARD_RUNNERS)
+    if odd:
+        say(f"workflow: runs-on {odd} are not standard GitHub-hosted runner labels")
+        return 1
+    lint = subprocess.run([str(Path(py).parent / "check-jsonschema"), "--builtin-schema",
+                           "vendor.github-workflows", str(workflow)], capture_output=True, text=True)
+    say(f"workflow: {workflow.name} parses, standard runners; schema: "
+        + (lint.stdout.strip().splitlines() or ["?"])[-1])
+    if lint.returncode != 0:
+        print(lint.stdout + lint.stderr)
+    return lint.returncode
+
+
 def fast_tier(pin: Pin, pytest_args: list[str]) -> int:
     series.check(pin)
     rc = codegen(pin)
+    rc = workflow_check() or rc
     say("tooling tests (tests/tooling)")
     return subprocess.run([host_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tooling",
                            *pytest_args], cwd=REPO).returncode or rc
@@ -75,9 +103,29 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str]) -> int:
         proc = subprocess.run(br.command(argv, cwd="/tmp", env=env, binds={REPO: "/repo"}))
         rc = rc or proc.returncode
     say("upstream autograd tests (test/test_autograd.py) against the patched build")
-    proc = subprocess.run(br.command([py, "test_autograd.py", "-v"], cwd=f"{tree}/test", env=env),
-                          capture_output=True, text=True)
-    return upstream_verdict(proc.stdout + proc.stderr) or rc
+    output = run_with_test_progress(br.command([py, "test_autograd.py", "-v"], cwd=f"{tree}/test", env=env),
+                                    "test_autograd.py")
+    return upstream_verdict(output) or rc
+
+
+# unittest -v ends each test's line with its outcome.
+OUTCOME = re.compile(r" \.\.\. (ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
+
+
+def run_with_test_progress(argv: list[str], label: str, every: float = 30.0) -> str:
+    """Runs a unittest -v command, printing how many tests ran and failed every `every` seconds."""
+    watch, last, done, failed, lines = Stopwatch(), 0.0, 0, 0, []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            m = OUTCOME.search(line.rstrip("\n"))
+            if m:
+                done += 1
+                failed += m.group(1) in ("FAIL", "ERROR", "unexpected success")
+            if watch.elapsed - last >= every:
+                last = watch.elapsed
+                say(f"  {label}: {done} tests run, {failed} failed, {fmt_seconds(watch.elapsed)}")
+    return "".join(lines)
 
 
 KNOWN_FAILURES = REPO / "tests" / "upstream_known_failures.txt"
@@ -103,19 +151,22 @@ def upstream_verdict(output: str) -> int:
 
 
 def test(pin: Pin, fast: bool = False, rebuild: bool = True, pytest_args: list[str] | None = None) -> int:
+    """Runs the fast tier, and the full tier when the build is of the current series.
+
+    pytest_args go to the pytest run of the last tier that runs (the tooling tests when only
+    the fast tier runs, the feature tests otherwise). The last line says which tiers ran.
+    """
     pytest_args = pytest_args or []
     watch = Stopwatch()
-    say("tier 1 (fast): lint, apply, round trip, codegen, tooling tests")
-    rc = fast_tier(pin, pytest_args if fast else [])
-    ran = ["fast"]
-    if fast:
-        say("tier 2 (full) not run: --fast")
-    elif not build.have_build(pin):
-        say("tier 2 (full) SKIPPED: no build cache for this pin and configuration; "
-            "run 'scripts/semiring build' first (about 95 minutes cold on 2 cores)")
-    else:
-        say("tier 2 (full): incremental build, then every test against the patched build")
+    have, why = (False, "--fast") if fast else build.build_state(pin)
+    say("tier 1 (fast): lint, apply, round trip, codegen, workflow, tooling tests")
+    rc = fast_tier(pin, [] if have else pytest_args)
+    if have:
+        say(f"tier 2 (full): {why}: incremental build, then every test against the patched build")
         rc = full_tier(pin, rebuild, pytest_args) or rc
-        ran.append("full")
-    say(f"tiers run: {' + '.join(ran)}; {'PASSED' if rc == 0 else 'FAILED'} in {fmt_seconds(watch.elapsed)}")
+        verdict = "PASSED" if rc == 0 else "FAILED"
+    else:
+        say(f"tier 2 (full) NOT RUN: {why}")
+        verdict = f"{'PASSED' if rc == 0 else 'FAILED'} (fast tier only: {'--fast' if fast else 'no build of this series'})"
+    say(f"tiers run: {'fast + full' if have else 'fast'}; {verdict} in {fmt_seconds(watch.elapsed)}")
     return rc
