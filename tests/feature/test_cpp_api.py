@@ -1,4 +1,6 @@
 """torch::autograd::backward/grad take a semiring too (a C++ extension built against the wheel)."""
+import functools
+
 import torch
 from torch.utils.cpp_extension import load_inline
 
@@ -35,6 +37,43 @@ struct Counting final : Semiring {
   }
 };
 
+// The longest path, in edges: (max, +) with every edge weighing 1. Its one is 0, so a seed
+// the caller leaves undefined must be 0, not the real ring's 1.
+struct Longest final : Semiring {
+  std::string name() const override { return "cpp_longest"; }
+  std::vector<int64_t> element_shape() const override { return {}; }
+  at::Tensor one_like(const at::Tensor& t) const override { return at::zeros_like(t); }
+  at::Tensor plus(const at::Tensor& a, const at::Tensor& b) const override {
+    return at::maximum(a, b);
+  }
+  at::Tensor sum_to(const at::Tensor& m, c10::IntArrayRef shape) const override {
+    TORCH_CHECK(m.sizes() == shape, "cpp_longest: no broadcasting in this test");
+    return m;
+  }
+  std::vector<at::Tensor> apply(const std::shared_ptr<Node>& fn, std::vector<at::Tensor>&& ms)
+      const override {
+    if (fn->name() == "torch::autograd::AccumulateGrad") {
+      return (*fn)(std::move(ms));
+    }
+    auto local = (*fn)({at::ones_like(ms.at(0))});
+    std::vector<at::Tensor> out;
+    for (const auto& d : local) {
+      out.push_back(d.defined()
+          ? at::where(d.ne(0), ms.at(0).expand_as(d) + 1, -std::numeric_limits<double>::infinity())
+          : at::Tensor());
+    }
+    return out;
+  }
+};
+
+at::Tensor longest_with_partial_seeds(const at::Tensor& x) {
+  pybind11::gil_scoped_release no_gil;
+  auto y1 = (x * 2).sum();  // scalar: its undefined seed is the semiring's one
+  auto y2 = x * 3;
+  return torch::autograd::grad({y1, y2}, {x}, {at::Tensor(), at::zeros_like(y2)}, std::nullopt,
+                               false, false, std::make_shared<Longest>())[0];
+}
+
 std::vector<at::Tensor> count_paths(const at::Tensor& x, const at::Tensor& w) {
   pybind11::gil_scoped_release no_gil;  // the engine runs without the GIL
   auto y = (x * w).sum() + (x * 2).sum();
@@ -47,8 +86,14 @@ std::vector<at::Tensor> count_paths(const at::Tensor& x, const at::Tensor& w) {
 """
 
 
+@functools.cache
+def _ext():
+    return load_inline("semiring_cpp_api", cpp_sources=[SOURCE],
+                       functions=["count_paths", "longest_with_partial_seeds"], verbose=False)
+
+
 def test_cpp_api_counts_paths():
-    ext = load_inline("semiring_cpp_api", cpp_sources=[SOURCE], functions=["count_paths"], verbose=False)
+    ext = _ext()
     x = torch.tensor([1.0, 0.0, 3.0], requires_grad=True)
     w = torch.tensor([2.0, 5.0, 0.0], requires_grad=True)
     gx, gw, x_grad = ext.count_paths(x, w)
@@ -56,3 +101,10 @@ def test_cpp_api_counts_paths():
     assert gx.tolist() == [2.0, 2.0, 1.0]
     assert gw.tolist() == [1.0, 0.0, 1.0]
     assert x_grad.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_cpp_api_undefined_seed_is_the_semirings_one():
+    ext = _ext()
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    # From y1: two edges (sum, then mul) after a seed of 0; from y2: one edge after a seed of 0.
+    assert ext.longest_with_partial_seeds(x).tolist() == [2.0, 2.0, 2.0]
