@@ -52,7 +52,9 @@ struct Longest final : Semiring {
   }
   std::vector<at::Tensor> apply(const std::shared_ptr<Node>& fn, std::vector<at::Tensor>&& ms)
       const override {
-    if (fn->name() == "torch::autograd::AccumulateGrad") {
+    // The root hands out the seeds; AccumulateGrad plus-accumulates in the semiring.
+    if (fn->name() == "torch::autograd::GraphRoot" ||
+        fn->name() == "torch::autograd::AccumulateGrad") {
       return (*fn)(std::move(ms));
     }
     auto local = (*fn)({at::ones_like(ms.at(0))});
