@@ -76,6 +76,20 @@ at::Tensor longest_with_partial_seeds(const at::Tensor& x) {
                                false, false, std::make_shared<Longest>())[0];
 }
 
+// A C++ hook cannot opt in to semiring messages: the backward fails before anything runs.
+std::string cpp_hook_refused(const at::Tensor& x) {
+  pybind11::gil_scoped_release no_gil;
+  auto h = x * 2;
+  h.register_hook([](const at::Tensor& g) { return g; });
+  try {
+    torch::autograd::grad({h.sum()}, {x}, {}, std::nullopt, false, false,
+                          std::make_shared<Counting>());
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
 std::vector<at::Tensor> count_paths(const at::Tensor& x, const at::Tensor& w) {
   pybind11::gil_scoped_release no_gil;  // the engine runs without the GIL
   auto y = (x * w).sum() + (x * 2).sum();
@@ -91,7 +105,7 @@ std::vector<at::Tensor> count_paths(const at::Tensor& x, const at::Tensor& w) {
 @functools.cache
 def _ext():
     return load_inline("semiring_cpp_api", cpp_sources=[SOURCE],
-                       functions=["count_paths", "longest_with_partial_seeds"], verbose=False)
+                       functions=["count_paths", "longest_with_partial_seeds", "cpp_hook_refused"], verbose=False)
 
 
 def test_cpp_api_counts_paths():
@@ -110,3 +124,9 @@ def test_cpp_api_undefined_seed_is_the_semirings_one():
     x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
     # From y1: two edges (sum, then mul) after a seed of 0; from y2: one edge after a seed of 0.
     assert ext.longest_with_partial_seeds(x).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_cpp_hooks_refuse_semiring_messages():
+    x = torch.ones(3, requires_grad=True)
+    assert ("backward in semiring 'cpp_counting' would pass its messages to a C++ hook "
+            "(torch::autograd::CppFunctionTensorPreHook) (on node MulBackward1)") in _ext().cpp_hook_refused(x)
