@@ -9,15 +9,18 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
-COPY . /src
 
-# Installs the build dependencies (scripts/semiring_tool/buildroot.py: PACKAGES), then builds.
+# The build dependencies (scripts/semiring_tool/buildroot.py: PACKAGES). Only the scripts
+# are copied for this layer, so that editing a patch or a test keeps it cached.
+COPY scripts/ /src/scripts/
 RUN python3 -c "import sys; sys.path.insert(0, 'scripts'); \
 from semiring_tool.buildroot import PACKAGES; print(' '.join(PACKAGES))" > /tmp/packages \
     && apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(cat /tmp/packages) \
     && rm -rf /var/lib/apt/lists/*
 
+# The rest of the repository (the pin, the series, the tests), then the build.
+COPY . /src
 ENV TORCH_SEMIRING_STATE=/var/cache/torch-semiring
 RUN python3 scripts/semiring build
 

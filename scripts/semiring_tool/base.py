@@ -5,10 +5,12 @@ Built once per pin into a cached repository; work trees are cheap local clones o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .config import Pin, state_dir
@@ -35,6 +37,48 @@ def git(repo: Path, *args: str, capture: bool = False, check: bool = True,
 
 def base_repo() -> Path:
     return state_dir() / "base"
+
+
+@dataclass(frozen=True)
+class QuiltEntry:
+    """One patch of a quilt series, with the options quilt passes to patch(1)."""
+    name: str
+    strip: int = 1
+    reverse: bool = False
+
+
+def read_quilt_series(text: str, where: str = "series") -> list[QuiltEntry]:
+    """Parse a quilt series file as quilt does.
+
+    One patch per line, optionally followed by -pN and -R; '#' starts a comment at the
+    start of a line or after whitespace (a '#' inside a patch name is part of the name).
+    """
+    entries = []
+    for n, line in enumerate(text.splitlines(), 1):
+        words = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].split()
+        if not words:
+            continue
+        name, *options = words
+        entry = QuiltEntry(name)
+        for opt in options:
+            if re.fullmatch(r"-p\d+", opt):
+                entry = replace(entry, strip=int(opt[2:]))
+            elif opt == "-R":
+                entry = replace(entry, reverse=True)
+            else:
+                raise ToolError(f"{where}:{n}: option {opt!r} of {name} is not one quilt supports here "
+                                f"(-pN, -R)")
+        entries.append(entry)
+    return entries
+
+
+def apply_quilt_entry(tree: Path, patches_dir: Path, e: QuiltEntry) -> None:
+    """Apply one Debian patch with the options its series line gives, as quilt does, but without fuzz."""
+    proc = run(["patch", f"-p{e.strip}", *(["-R"] if e.reverse else []), "--fuzz=0",
+                "--no-backup-if-mismatch", "-s", "-i", str(patches_dir / e.name)],
+               cwd=tree, capture=True, check=False)
+    if proc.returncode != 0:
+        raise ToolError(f"Debian patch {e.name} does not apply to the pinned upstream:\n{proc.stdout}")
 
 
 def _stamp(pin: Pin) -> Path:
@@ -77,16 +121,11 @@ def ensure_base(pin: Pin) -> Path:
     git(repo, "add", "-A", "-f")
     git(repo, "commit", "-q", "-m", f"Import Debian's packaging directory ({pin.packaging.name})")
     patches_dir = repo / "debian" / "patches"
-    for name in (patches_dir / "series").read_text().split():
-        if name.startswith("#"):
-            continue
-        say(f"  base layer: debian/patches/{name}")
-        proc = run(["patch", "-p1", "--fuzz=0", "--no-backup-if-mismatch", "-s", "-i",
-                    str(patches_dir / name)], cwd=repo, capture=True, check=False)
-        if proc.returncode != 0:
-            raise ToolError(f"Debian patch {name} does not apply to the pinned upstream:\n{proc.stdout}")
+    for e in read_quilt_series((patches_dir / "series").read_text(), "debian/patches/series"):
+        say(f"  base layer: debian/patches/{e.name}")
+        apply_quilt_entry(repo, patches_dir, e)
         git(repo, "add", "-A", "-f")
-        git(repo, "commit", "-q", "--allow-empty", "-m", f"Debian {pin.debian_version}: {name}")
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"Debian {pin.debian_version}: {e.name}")
     git(repo, "tag", BASE_TAG)
     shutil.rmtree(tmp)
     _stamp(pin).write_text(_key(pin) + "\n")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import signal
 import shutil
 import time
@@ -17,8 +16,9 @@ from pathlib import Path
 from .base import git
 from .buildroot import BASE_ENV, BuildRoot, ensure_root, host_is
 from .config import REPO, Pin, state_dir
+from .ninja_estimate import Estimate, read_log
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
-from . import series
+from . import doctor, series
 
 # A minimal CPU configuration (no oneDNN, XNNPACK, FBGEMM, Kineto), with distributed
 # support as Debian's package builds it (c10d with gloo and TensorPipe from Debian's
@@ -39,8 +39,6 @@ CPU_CONFIG = {
 CUDA_CONFIG = {**CPU_CONFIG, "USE_CUDA": "1", "USE_CUDNN": "0", "USE_FLASH_ATTENTION": "0",
                "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", "8.0;9.0"),
                "CMAKE_CUDA_COMPILER_LAUNCHER": "ccache"}
-
-NINJA_LINE = re.compile(r"^\[(\d+)/(\d+)\] ")
 
 
 @dataclass(frozen=True)
@@ -116,27 +114,30 @@ def sync_tree(pin: Pin, br: BuildRoot, v: Variant) -> str:
 
 def _follow(proc, log_path: Path, label: str, watch: Stopwatch) -> int:
     """Wait for the build, printing ninja's [n/N] with elapsed time and an estimate."""
-    last_print, pos, done, total = 0.0, 0, 0, 0
-    first = None  # (time, done) of the first step seen: this run's rate, not the cache's
+    # ninja's records of earlier builds, read before this one adds to its own: this build
+    # tree's (<area>/pytorch/build) and the newest other variant's (the same sources).
+    own = log_path.parent / "pytorch" / "build" / ".ninja_log"
+    others = [p for p in log_path.parent.parent.glob("*/pytorch/build/.ninja_log") if p != own]
+    other = max(others, key=lambda p: p.stat().st_mtime, default=None)
+    jobs = int(os.environ.get("MAX_JOBS", os.cpu_count() or 2))  # as build_env passes it to ninja
+    estimate = Estimate(read_log(own), read_log(other), jobs)
+    last_print, pos = 0.0, 0
     while True:
         rc = proc.poll()
-        with open(log_path, errors="replace") as f:
+        with open(log_path, "rb") as f:
             f.seek(pos)
             chunk = f.read()
-            pos = f.tell()
-        for line in chunk.splitlines():
-            m = NINJA_LINE.match(line)
-            if m:
-                done, total = int(m.group(1)), int(m.group(2))
-                if first is None:
-                    first = (watch.elapsed, done - 1)
+        complete = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written waits for the next round
+        pos += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            news = estimate.feed(line, watch.elapsed)
+            if news:
+                say(f"{label}: {news}")
         now = time.monotonic()
-        if done and (now - last_print > 30 or rc is not None):
+        if estimate.done and (now - last_print > 30 or rc is not None):
             last_print = now
-            # Estimate from this run's own rate: ccache hits make earlier steps unrepresentative.
-            t0, d0 = first
-            remaining = (watch.elapsed - t0) * (total - done) / (done - d0) if done > d0 else None
-            progress_line(label, done, total, watch.elapsed, remaining)
+            progress_line(label, estimate.done, estimate.total, watch.elapsed,
+                          estimate.remaining(watch.elapsed), estimate.basis)
         if rc is not None:
             return rc
         time.sleep(2)
@@ -163,6 +164,7 @@ def run_with_progress(br: BuildRoot, argv: list[str], cwd: str, env: dict[str, s
 
 
 def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
+    doctor.require(pin)
     br = ensure_root(pin)
     v = variant(pin, unpatched, cuda)
     head = sync_tree(pin, br, v)

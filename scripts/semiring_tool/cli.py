@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="download and verify the pinned upstream")
     f.add_argument("--mirror", help="a Debian mirror to use instead of the pinned one")
+    f.add_argument("--from", dest="source", type=Path, metavar="DIR",
+                   help="copy and verify local copies of the pinned files (when the mirror lost them)")
+    sub.add_parser("doctor", help="check the host's prerequisites for build and test")
     a = sub.add_parser("apply", help="fresh git work tree: upstream + Debian base + the series")
     a.add_argument("--worktree", type=Path, help="default: $TORCH_SEMIRING_STATE/work/pytorch")
     a.add_argument("--force", action="store_true", help="replace a work tree with unexported changes")
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     bn.add_argument("--samples", type=int, default=120, help="timing: steps per workload and server (a multiple of 24)")
     bn.add_argument("--count-runs", type=int, default=3, help="instructions: callgrind runs per build")
     bn.add_argument("--steps", type=int, default=5, help="instructions: steps counted per workload")
+    sub.add_parser("stats", help="lines added/removed per upstream file and patch").add_argument("--layer")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
     t = sub.add_parser("test", help="the project's tests (see README)")
@@ -41,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "fetch":
             from .fetch import fetch
-            fetch(pin, args.mirror)
+            fetch(pin, args.mirror, args.source)
+        elif args.cmd == "doctor":
+            from .doctor import report
+            return 0 if report(pin) else 1
         elif args.cmd == "apply":
             series.apply(pin, args.worktree, force=args.force)
         elif args.cmd in ("export", "refresh"):
@@ -56,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
             if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps):
                 return 1
+        elif args.cmd == "stats":
+            from .stats import table
+            print(table(layer=args.layer), end="")
         elif args.cmd == "status":
             if args.write_readme:
                 series.write_readme_status()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -41,7 +40,8 @@ class Stopwatch:
         return time.monotonic() - self.start
 
 
-def progress_line(label: str, done: int, total: int, elapsed: float, remaining: float | None) -> None:
+def progress_line(label: str, done: int, total: int, elapsed: float, remaining: float | None,
+                  basis: str) -> None:
+    """One line of a long step's progress; `basis` says where the estimate comes from."""
     rest = fmt_seconds(remaining) if remaining is not None else "?"
-    sys.stdout.write(f"[semiring] {label} [{done}/{total}] elapsed {fmt_seconds(elapsed)}, remaining ~{rest}\n")
-    sys.stdout.flush()
+    say(f"{label} [{done}/{total}] elapsed {fmt_seconds(elapsed)}, remaining ~{rest} ({basis})")

@@ -1,13 +1,15 @@
 """The patch series: parse, lint, apply as commits, export back with stable output."""
 from __future__ import annotations
 
+import email.policy
 import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
 
-from .base import BASE_TAG, ensure_base, git
+from .base import BASE_TAG, ensure_base, git, read_quilt_series
 from .config import PATCHES, REPO, SERIES, Pin, state_dir
 from .progress import ToolError, say
 
@@ -36,10 +38,15 @@ class PatchHeader:
 
 
 def read_series(series: Path = SERIES) -> list[str]:
+    """The patch names of a quilt series file (ours is applied with git am, so no options)."""
     if not series.exists():
         return []
-    return [ln.strip() for ln in series.read_text().splitlines()
-            if ln.strip() and not ln.lstrip().startswith("#")]
+    entries = read_quilt_series(series.read_text(), str(series))
+    for e in entries:
+        if (e.strip, e.reverse) != (1, False):
+            raise ToolError(f"{series}: {e.name} carries quilt options; the series is applied with "
+                            f"'git am' (-p1), so list plain names")
+    return [e.name for e in entries]
 
 
 def parse_header(text: str) -> PatchHeader:
@@ -47,21 +54,16 @@ def parse_header(text: str) -> PatchHeader:
     head, sep, _ = text.partition("\ndiff --git ")
     if not sep:
         raise ValueError("contains no diff ('diff --git' line)")
-    lines = head.splitlines()
-    if not lines or not lines[0].startswith("From "):
+    if not head.startswith("From "):
         raise ValueError("not a git format-patch file (first line must be 'From <sha> ...')")
-    subject, i = "", 1
-    while i < len(lines) and lines[i]:
-        if lines[i].startswith("Subject: "):
-            subject = lines[i][len("Subject: "):].removeprefix("[PATCH] ")
-            while i + 1 < len(lines) and lines[i + 1].startswith(" "):
-                i += 1
-                subject += lines[i]
-        i += 1
-    if not subject:
-        raise ValueError("no Subject line")
-    hdr = PatchHeader(subject=subject, description=[])
-    for ln in lines[i + 1:]:
+    # The standard mail parser: it unfolds long headers and decodes the RFC 2047 words that
+    # `format-patch --encode-email-headers` writes for a non-ASCII subject or author.
+    msg = HeaderParser(policy=email.policy.default).parsestr(head)
+    for name in ("From", "Date", "Subject"):
+        if not msg[name]:
+            raise ValueError(f"no {name} header")
+    hdr = PatchHeader(subject=str(msg["Subject"]).removeprefix("[PATCH] "), description=[])
+    for ln in msg.get_payload().splitlines():
         m = re.match(r"^([A-Z][A-Za-z-]+): (.*)$", ln)
         if m and (m.group(1) in FIELDS or m.group(1) in OPTIONAL_FIELDS):
             hdr.fields[m.group(1)] = m.group(2).strip()
