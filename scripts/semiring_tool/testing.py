@@ -91,6 +91,11 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str]) -> int:
     env = {"PYTHONDONTWRITEBYTECODE": "1",
            "TORCH_SEMIRING_EXPECTED_VERSION": f"+{v.local_version}",
            "TORCH_SEMIRING_TREE": tree}
+    say("test requirements (tests/requirements.txt) in the build's venv")
+    pip = str(Path(py).parent / "pip")
+    br.run([pip, "install", "-q", "--no-deps", "--only-binary=:all:", "-r", f"{repo}/tests/requirements.txt"],
+           env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"}, binds={REPO: "/repo"})
+    br.run([pip, "check"], env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     rc = 0
     steps = [
         ("project tests (tests/feature) against the installed wheel",
