@@ -50,18 +50,28 @@ class Variant:
     @property
     def build_command(self) -> str:
         flags = (" --unpatched" if self.name.startswith("unpatched") else "") + \
-            (" --cuda" if self.name.endswith("-cuda") else "")
+            (" --cuda" if self.name.endswith("-cuda") else "") + \
+            (f" --prefix {self.patches}" if ".p" in self.local_version else "")
         return f"scripts/semiring build{flags}"
 
     def area(self, br: BuildRoot) -> str:
         return f"{br.build_area}/{self.name}"
 
 
-def variant(pin: Pin, unpatched: bool, cuda: bool) -> Variant:
+def variant(pin: Pin, unpatched: bool, cuda: bool, prefix: int | None = None) -> Variant:
+    """What to build. A prefix of the series (its first `prefix` patches, as upstream would
+    land them one PR at a time) builds in the patched tree, incrementally, under its own label."""
     suffix = "-cuda" if cuda else ""
     if unpatched:
         return Variant("unpatched" + suffix, series.build_layer_count(), "unpatched")
-    return Variant("semiring" + suffix, len(series.read_series()), f"semiring.{pin.series_version}")
+    n = len(series.read_series())
+    label = f"semiring.{pin.series_version}"
+    if prefix is None or prefix == n:
+        return Variant("semiring" + suffix, n, label)
+    if not series.build_layer_count() <= prefix < n:
+        raise ToolError(f"--prefix takes {series.build_layer_count()} to {n} (the build-layer patches "
+                        f"are always applied), got {prefix}")
+    return Variant("semiring" + suffix, prefix, f"{label}.p{prefix}")
 
 
 # The CUDA toolkit is the host's (the build root has none): it appears inside at CUDA_INSIDE.
@@ -163,10 +173,10 @@ def run_with_progress(br: BuildRoot, argv: list[str], cwd: str, env: dict[str, s
     return rc, watch.elapsed
 
 
-def build(pin: Pin, unpatched: bool = False, cuda: bool = False) -> Path:
+def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | None = None) -> Path:
     doctor.require(pin)
     br = ensure_root(pin)
-    v = variant(pin, unpatched, cuda)
+    v = variant(pin, unpatched, cuda, prefix)
     head = sync_tree(pin, br, v)
     area = v.area(br)
     env = {**build_env(br, cuda), "TORCH_SEMIRING_LOCAL_VERSION": v.local_version}
@@ -241,15 +251,15 @@ def stamp_path(br: BuildRoot, v: Variant) -> Path:
     return br.path(v.area(br)) / "built-from"
 
 
-def build_state(pin: Pin, unpatched: bool = False) -> tuple[bool, str]:
+def build_state(pin: Pin, unpatched: bool = False, prefix: int | None = None) -> tuple[bool, str]:
     """Whether the installed build is of the current series, and a line saying why (not)."""
-    v = variant(pin, unpatched, cuda=False)
+    v = variant(pin, unpatched, cuda=False, prefix=prefix)
     root_made = host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()
     br = BuildRoot(None if host_is(pin.suite) else state_dir() / f"root-{pin.suite}")
     if not root_made or not stamp_path(br, v).exists():
-        return False, f"no build of {v.name} (run '{v.build_command}')"
+        return False, f"no build of {v.local_version} (run '{v.build_command}')"
     built = stamp_path(br, v).read_text().split()[0]
     if built != build_stamp(pin, v):
-        return False, (f"the build of {v.name} is of another series or configuration (stamp {built}, "
+        return False, (f"the build in {v.name} is not of {v.local_version} (stamp {built}, "
                        f"current {build_stamp(pin, v)}); run '{v.build_command}'")
-    return True, f"the build of {v.name} is of the current series (stamp {built})"
+    return True, f"the build in {v.name} is of {v.local_version} (stamp {built})"

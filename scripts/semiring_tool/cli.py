@@ -23,10 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("export", help="write the work tree's commits back as patches/ (alias: refresh)",
                        aliases=["refresh"])
     e.add_argument("--worktree", type=Path)
-    sub.add_parser("check", help="lint the series and check that it applies and round-trips")
+    c = sub.add_parser("check", help="lint the series and check that it applies and round-trips")
+    c.add_argument("--prefix", type=int, metavar="N", help="apply and round-trip only the first N patches")
     b = sub.add_parser("build", help="build the patched wheel into dist/ and install it in the root's venv")
     b.add_argument("--unpatched", action="store_true", help="the same configuration without the series")
     b.add_argument("--cuda", action="store_true", help="CUDA configuration (needs a CUDA 12.x toolkit)")
+    b.add_argument("--prefix", type=int, metavar="N",
+                   help="only the first N patches, as upstream would land them (in the patched tree)")
     bn = sub.add_parser("bench", help="ordinary backward: patched vs unpatched build, side by side")
     bn.add_argument("--measure", choices=("instructions", "time", "both"), default="both")
     bn.add_argument("--groups", type=int, default=24, help="timing: groups of server processes (6 or more)")
@@ -39,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
+    t.add_argument("--prefix", type=int, metavar="N",
+                   help="check and test the first N patches (its build: 'build --prefix N')")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
     pin = load_pin()
@@ -54,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd in ("export", "refresh"):
             series.export(args.worktree)
         elif args.cmd == "check":
-            series.check(pin)
+            series.check(pin, upto=args.prefix)
         elif args.cmd == "build":
             from .build import build
-            build(pin, unpatched=args.unpatched, cuda=args.cuda)
+            build(pin, unpatched=args.unpatched, cuda=args.cuda, prefix=args.prefix)
         elif args.cmd == "bench":
             from .bench import bench
             measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
@@ -73,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(series.status_table(), end="")
         elif args.cmd == "test":
             from .testing import test
-            return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args)
+            return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args,
+                        prefix=args.prefix)
     except ToolError as err:
         say(f"error: {err}")
         return 1

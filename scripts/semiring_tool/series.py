@@ -225,21 +225,24 @@ def export(worktree: Path | None = None, patches: Path = PATCHES) -> list[str]:
     return names
 
 
-def check(pin: Pin, patches: Path = PATCHES) -> None:
-    """Lint, then apply into a scratch work tree and check the export round trip."""
+def check(pin: Pin, patches: Path = PATCHES, upto: int | None = None) -> Path:
+    """Lint, then apply (the first `upto` patches) into a scratch work tree and check the
+    export round trip; returns the scratch tree."""
     problems = lint(patches)
     if problems:
         raise ToolError("the series does not pass lint:\n  " + "\n  ".join(problems))
     say(f"lint: {len(read_series(patches / 'series'))} patches OK")
     scratch = state_dir() / "work" / "check"
-    apply(pin, scratch, patches, force=True)
+    apply(pin, scratch, patches, upto=upto, force=True)
     with tempfile.TemporaryDirectory() as tmp:
         names = export_to(scratch, Path(tmp))
         for n in names:
             if (Path(tmp) / n).read_bytes() != (patches / n).read_bytes():
                 raise ToolError(f"{n}: apply then export does not reproduce it byte for byte; "
                                 f"run 'scripts/semiring apply && scripts/semiring export' and commit the result")
-    say("check: the series applies without fuzz and round-trips byte for byte")
+    say(f"check: {'the series' if upto is None else f'its first {upto} patches'} "
+        f"applies without fuzz and round-trips byte for byte")
+    return scratch
 
 
 def status_table(patches: Path = PATCHES) -> str:
