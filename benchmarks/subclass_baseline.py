@@ -523,7 +523,7 @@ _HANDLERS: Dict[object, Callable] = {
 
 #: Autograd nodes whose real backward formula (PyTorch v2.6.0) applies to the message only ops
 #: handled above, in a way that is a semiring computation on the node's Jacobian; each is
-#: exercised by --check. The native engine's check_graph plays the same role.
+#: exercised by --check. The native engine checks its own rules the same way, before it runs.
 SUPPORTED_NODES = frozenset("""
 AccumulateGrad AddmmBackward0 MmBackward0 BmmBackward0 TBackward0 ViewBackward0
 UnsafeViewBackward0 TransposeBackward0 PermuteBackward0 ExpandBackward0 UnsqueezeBackward0
