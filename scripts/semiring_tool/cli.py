@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
     t.add_argument("--prefix", type=int, metavar="N",
-                   help="check and test the first N patches (its build: 'build --prefix N')")
+                   help="check, build and test the first N patches (with --no-build: test its build)")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
     pin = load_pin()

@@ -169,7 +169,13 @@ def test(pin: Pin, fast: bool = False, rebuild: bool = True, pytest_args: list[s
     """
     pytest_args = pytest_args or []
     watch = Stopwatch()
-    have, why = (False, "--fast") if fast else build.build_state(pin, prefix=prefix)
+    if fast:
+        have, why = False, "--fast"
+    elif prefix is not None and rebuild:
+        # Asked for by name: the prefix is built (incrementally, in the patched tree), then tested.
+        have, why = True, f"--prefix {prefix}: built first"
+    else:
+        have, why = build.build_state(pin, prefix=prefix)
     say("tier 1 (fast): lint, apply, round trip, codegen, workflow, tooling tests")
     rc = fast_tier(pin, [] if have else pytest_args, prefix)
     if have:
