@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("stats", help="lines added/removed per upstream file and patch").add_argument("--layer")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
+    ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
+    ct.add_argument("--write", action="store_true", help="write docs/derivatives-coverage.md")
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
@@ -76,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                 series.write_readme_status()
             else:
                 print(series.status_table(), end="")
+        elif args.cmd == "coverage-table":
+            from .coverage_table import command
+            command(pin, write=args.write)
         elif args.cmd == "test":
             from .testing import test
             return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args,

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import build, series
+from . import build, coverage_table, series
 from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
@@ -46,6 +46,7 @@ def codegen(tree: Path) -> int:
         return 0
     rc = subprocess.run([py, "-B", "-m", "tools.autograd.gen_semiring_rules", "--check"], cwd=tree).returncode
     say("codegen: semiring rule table " + ("is current" if rc == 0 else "is STALE"))
+    rc = coverage_table.check(tree) or rc
     say("codegen tests (tools/test/test_gen_semiring_rules.py)")
     return rc or subprocess.run([py, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  "tools/test/test_gen_semiring_rules.py"], cwd=tree).returncode
