@@ -17,7 +17,8 @@ def _free_port() -> int:
 
 
 def _ddp_worker(rank: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # Loopback only: the build root's hostname need not resolve.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
         torch.manual_seed(0)  # the same initial weights on every rank
