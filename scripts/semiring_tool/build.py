@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import git
-from .buildroot import BASE_ENV, BuildRoot, ensure_root, host_is
+from .buildroot import BASE_ENV, BuildRoot, ensure_root, host_is, pip_access
 from .config import REPO, Pin, state_dir
 from .ninja_estimate import Estimate, read_log
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
@@ -220,10 +220,10 @@ def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[st
     venv = f"{v.area(br)}/venv"
     if not br.path(f"{venv}/bin/python").exists():
         br.run(["python3", "-m", "venv", "--system-site-packages", venv])
-    pip_env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    pip_env, pip_binds = pip_access(br)
     say(f"installing {len(requirements)} pinned runtime requirements into {venv}: {' '.join(requirements)}")
     br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--only-binary=:all:", *requirements],
-           env=pip_env)
+           env=pip_env, binds=pip_binds)
     say(f"installing {Path(wheel_inside).name} into {venv}")
     br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-index",
             wheel_inside], env=pip_env)

@@ -79,6 +79,26 @@ class BuildRoot:
                                 start_new_session=True)
 
 
+# Where the host's CA certificates appear inside the root while pip runs there.
+HOST_CERTS_INSIDE = "/run/torch-semiring-host-certs"
+
+
+def pip_access(br: BuildRoot) -> tuple[dict[str, str], dict[Path, str]]:
+    """Environment and bind mounts for pip in the root to reach PyPI as the host does.
+
+    The root trusts Debian's CA certificates only; a host behind a TLS-inspecting proxy
+    trusts the proxy's CA too (in its bundle), so pip in the root uses the host's bundle.
+    """
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    bundle = Path(os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
+                  or "/etc/ssl/certs/ca-certificates.crt")
+    if not bundle.is_file():
+        return env, {}
+    if br.root is None:
+        return {**env, "PIP_CERT": str(bundle)}, {}
+    return {**env, "PIP_CERT": f"{HOST_CERTS_INSIDE}/{bundle.name}"}, {bundle.parent: HOST_CERTS_INSIDE}
+
+
 def _packages_key() -> str:
     return hashlib.sha256(" ".join(sorted(PACKAGES)).encode()).hexdigest()[:16]
 
