@@ -18,7 +18,9 @@ def _free_port() -> int:
 
 def _ddp_worker(rank: int, port: int, results) -> None:
     # Loopback only: the build root's hostname need not resolve.
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    # The build has no libuv (Debian's configuration): TCPStore's classic backend.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
+                      USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
         torch.manual_seed(0)  # the same initial weights on every rank

@@ -51,8 +51,9 @@ def test_semiring_none_adds_no_kwargs_for_torch_function_overrides():
             return func(*args, **(kwargs or {}))
 
     x = torch.ones(2, requires_grad=True)
+    y = torch.ones(2, requires_grad=True)  # its own .grad: a .grad never mixes semirings
     with Spy():
         (x * 2).sum().backward()
-        (x * 2).sum().backward(semiring="counting")
+        (y * 2).sum().backward(semiring="counting")
     assert "semiring" not in seen[0]
     assert seen[1]["semiring"] == "counting"
