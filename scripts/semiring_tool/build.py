@@ -220,20 +220,29 @@ def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[st
     venv = f"{v.area(br)}/venv"
     if not br.path(f"{venv}/bin/python").exists():
         br.run(["python3", "-m", "venv", "--system-site-packages", venv])
-    pip_env, pip_binds = pip_access(br)
     say(f"installing {len(requirements)} pinned runtime requirements into {venv}: {' '.join(requirements)}")
-    br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--only-binary=:all:", *requirements],
-           env=pip_env, binds=pip_binds)
+    pip_install_pinned(br, venv, list(requirements))
     say(f"installing {Path(wheel_inside).name} into {venv}")
     br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-index",
-            wheel_inside], env=pip_env)
-    check = br.run([f"{venv}/bin/pip", "check"], env=pip_env, capture=True, check=False)
-    if check.returncode != 0:
-        raise ToolError(f"the wheel's declared requirements are not met by upstream.toml's [runtime] "
-                        f"pins; add or update the pins:\n{check.stdout}")
+            wheel_inside], env=pip_access(br)[0])
+    pip_check(br, venv, "the wheel's declared requirements are not met by upstream.toml's [runtime] pins")
     out = br.run([f"{venv}/bin/python", "-c", "import torch; print(torch.__version__)"],
                  cwd="/tmp", capture=True)
     say(f"import torch in {venv}: torch.__version__ = {out.stdout.strip()}")
+
+
+def pip_install_pinned(br: BuildRoot, venv: str, args: list[str], binds: dict[Path, str] | None = None) -> None:
+    """pip install of pinned requirements (no resolver: the pins list every dependency)."""
+    env, pip_binds = pip_access(br)
+    br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--only-binary=:all:", *args],
+           env=env, binds={**(binds or {}), **pip_binds})
+
+
+def pip_check(br: BuildRoot, venv: str, what: str) -> None:
+    """Fails, saying `what`, when an installed distribution's requirements are not met."""
+    check = br.run([f"{venv}/bin/pip", "check"], env=pip_access(br)[0], capture=True, check=False)
+    if check.returncode != 0:
+        raise ToolError(f"{what}; add or update the pins:\n{check.stdout}")
 
 
 def build_stamp(pin: Pin, v: Variant) -> str:

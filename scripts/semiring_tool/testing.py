@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from . import build, coverage_table, series
-from .buildroot import ensure_root, pip_access
+from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
 
@@ -94,11 +94,9 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
            "TORCH_SEMIRING_EXPECTED_VERSION": f"+{v.local_version}",
            "TORCH_SEMIRING_TREE": tree}
     say("test requirements (tests/requirements.txt) in the build's venv")
-    pip = str(Path(py).parent / "pip")
-    pip_env, pip_binds = pip_access(br)
-    br.run([pip, "install", "-q", "--no-deps", "--only-binary=:all:", "-r", f"{repo}/tests/requirements.txt"],
-           env=pip_env, binds={REPO: "/repo", **pip_binds})
-    br.run([pip, "check"], env=pip_env)
+    venv = str(Path(py).parent.parent)
+    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds={REPO: "/repo"})
+    build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
     rc = 0
     steps = []
     # A prefix of the series runs the tests it carries; the project's own tests need all of it.
