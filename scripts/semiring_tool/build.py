@@ -183,6 +183,7 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
     log_path = br.path(f"{area}/build.log")
     say(f"building {v.name} (tree at {head}, {v.patches} series patches) in {br.path(area)}; "
         f"log: {log_path}")
+    reconfigure_if_stale(br, br.path(f"{area}/pytorch/build/build.ninja"))
     dist_inside = f"{area}/dist"
     shutil.rmtree(br.path(dist_inside), ignore_errors=True)
     rc, elapsed = run_with_progress(br, ["python3", "setup.py", "bdist_wheel", "-d", dist_inside],
@@ -204,6 +205,42 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
     install(br, v, f"{dist_inside}/{wheel.name}", pin.runtime_requirements)
     stamp_path(br, v).write_text(f"{build_stamp(pin, v)} {head}\n")
     return out / wheel.name
+
+
+def cmake_inputs(build_ninja: Path) -> list[str]:
+    """The files whose change makes ninja re-run cmake: the inputs of build.ninja's own rule and,
+    for those that are generated, their inputs (paths as the root sees them)."""
+    text = build_ninja.read_text(errors="replace").replace("$\n", "")
+    rules: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith("build ") and ":" in line:
+            outs, rest = line[len("build "):].split(":", 1)
+            deps = rest.replace("||", "|").replace("|", " ").split()[1:]  # the rule's name first
+            for out in outs.split():
+                rules[out] = deps
+    seen, todo = [], list(rules.get("build.ninja", []))
+    while todo:
+        f = todo.pop()
+        if f not in seen:
+            seen.append(f)
+            todo.extend(rules.get(f, []))
+    return [f for f in seen if f not in rules and f.startswith("/")]
+
+
+def reconfigure_if_stale(br: BuildRoot, build_ninja: Path) -> None:
+    """Makes setup.py run cmake again when a file cmake read is gone.
+
+    cmake records what its globs found; when a change of the series (a shorter prefix, say)
+    removes such a file, ninja stops with "missing and no known rule to make it" instead of
+    re-running cmake. Without build.ninja, setup.py configures again (keeping CMakeCache.txt).
+    """
+    if not build_ninja.exists():
+        return
+    gone = [f for f in cmake_inputs(build_ninja) if not br.path(f).exists()]
+    if gone:
+        say(f"cmake read {len(gone)} file(s) that are gone ({gone[0]}{', ...' if len(gone) > 1 else ''}): "
+            f"configuring again")
+        build_ninja.unlink()
 
 
 def venv_python(br: BuildRoot, v: Variant) -> str:
