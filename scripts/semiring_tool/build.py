@@ -227,6 +227,19 @@ def cmake_inputs(build_ninja: Path) -> list[str]:
     return [f for f in seen if f not in rules and f.startswith("/")]
 
 
+# setup.py copies these source directories into torchgen/packaged before cmake runs, so a copy
+# that is still there may be gone by the time ninja looks: the source decides.
+PACKAGED_COPIES = {"/torchgen/packaged/autograd/": "/tools/autograd/",
+                   "/torchgen/packaged/ATen/": "/aten/src/ATen/"}
+
+
+def copied_from(path: str) -> str:
+    for copy, source in PACKAGED_COPIES.items():
+        if copy in path:
+            return path.replace(copy, source, 1)
+    return path
+
+
 def reconfigure_if_stale(br: BuildRoot, build_ninja: Path) -> None:
     """Makes setup.py run cmake again when a file cmake read is gone.
 
@@ -236,7 +249,7 @@ def reconfigure_if_stale(br: BuildRoot, build_ninja: Path) -> None:
     """
     if not build_ninja.exists():
         return
-    gone = [f for f in cmake_inputs(build_ninja) if not br.path(f).exists()]
+    gone = [f for f in cmake_inputs(build_ninja) if not br.path(copied_from(f)).exists()]
     if gone:
         say(f"cmake read {len(gone)} file(s) that are gone ({gone[0]}{', ...' if len(gone) > 1 else ''}): "
             f"configuring again")

@@ -4,9 +4,9 @@ One row per entry of the patched tree's tools/autograd/derivatives.yaml, loaded 
 own loader (tools.autograd.load_derivatives, as tools/autograd/gen_semiring_rules.py does), so
 that node names are the generated ones. An entry's status is, in this order:
 
-1. ``rule: <kind> (<function>)``: the op is declared in tools/autograd/semiring_rules.yaml;
-   elementwise and structural rules are the functions of those names in
-   torch/autograd/_semiring_rules.py, explicit ones the function the yaml names.
+1. ``rule: <kind> (<what>)``: the op is declared in tools/autograd/semiring_rules.yaml;
+   elementwise and structural rules are the shared C++ rules of those names
+   (torch/csrc/autograd/semiring_rules.h), explicit ones C++ formulas, one per input named.
 2. ``no node``: the entry generates no backward node (no input has a formula); the reason says
    whether its outputs are marked non-differentiable, integer/bool valued (by name), or its
    inputs are all ``non_differentiable``. ``decomposes for dense tensors``: the op has a
@@ -568,7 +568,11 @@ def load(tree: Path) -> tuple[list[Entry], dict[str, tuple[str, str]], int]:
     with open(autograd / "semiring_rules.yaml") as f:
         spec = yaml.safe_load(f)
     rules = {op: (kind, kind) for kind in ("elementwise", "structural") for op in spec.get(kind, [])}
-    rules.update({op: ("explicit", fn) for op, fn in spec.get("explicit", {}).items()})
+    explicit = spec.get("explicit") or {}
+    if isinstance(explicit, dict):  # prefixes where an explicit rule named a Python function
+        rules.update({op: ("explicit", fn) for op, fn in explicit.items()})
+    else:  # a C++ formula per differentiable input
+        rules.update({e["name"]: ("explicit", ", ".join(k for k in e if k != "name")) for e in explicit})
     return entries, rules, len(infos) - len(names)
 
 

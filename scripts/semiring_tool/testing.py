@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import build, coverage_table, series
+from . import build, coverage_table, cuda_check, series
 from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
@@ -39,13 +39,21 @@ def codegen(tree: Path) -> int:
         run([py, "-B", "-m", "tools.autograd.gen_autograd",
              "aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/native/tags.yaml",
              out, "tools/autograd"], cwd=tree, capture=True)
-        n = len(list(Path(out).iterdir()))
-    say(f"codegen: tools/autograd generated {n} files from the patched tree")
+        generated = {p.name for p in Path(out).iterdir()}
+    say(f"codegen: tools/autograd generated {len(generated)} files from the patched tree")
     if not (tree / "tools" / "autograd" / "gen_semiring_rules.py").exists():
         say("codegen: no semiring rule generator in this prefix of the series")
         return 0
-    rc = subprocess.run([py, "-B", "-m", "tools.autograd.gen_semiring_rules", "--check"], cwd=tree).returncode
-    say("codegen: semiring rule table " + ("is current" if rc == 0 else "is STALE"))
+    rc = 0
+    if (tree / "torch" / "autograd" / "_semiring_rules_generated.py").exists():
+        # Prefixes whose rules were a checked-in Python table generated from the yaml.
+        rc = subprocess.run([py, "-B", "-m", "tools.autograd.gen_semiring_rules", "--check"], cwd=tree).returncode
+        say("codegen: semiring rule table " + ("is current" if rc == 0 else "is STALE"))
+    elif "SemiringRules.cpp" in generated:
+        say("codegen: the semiring rules generated into SemiringRules.cpp")
+    else:
+        say("codegen: gen_autograd generated no SemiringRules.cpp")
+        rc = 1
     rc = coverage_table.check(tree) or rc
     say("codegen tests (tools/test/test_gen_semiring_rules.py)")
     return rc or subprocess.run([py, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -112,6 +120,9 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
         say(label)
         proc = subprocess.run(br.command(argv, cwd="/tmp", env=env, binds={REPO: "/repo"}))
         rc = rc or proc.returncode
+    say("the series' CUDA sources, compiled against the build's headers")
+    rc = cuda_check.compile_sources(br.path(tree), cuda_check.series_cuda_sources(v.patches),
+                                    br.path("/usr/include/eigen3")) or rc
     say("upstream autograd tests (test/test_autograd.py) against the patched build")
     output = run_with_test_progress(br.command([py, "test_autograd.py", "-v"], cwd=f"{tree}/test", env=env),
                                     "test_autograd.py")

@@ -31,3 +31,14 @@ def test_a_gone_input_removes_build_ninja(tmp_path, capsys):
     reconfigure_if_stale(br, ninja)
     assert not ninja.exists()
     assert "configuring again" in capsys.readouterr().out
+
+
+def test_a_packaged_copy_counts_as_gone_when_its_source_is(tmp_path):
+    root = tmp_path / "root"
+    (root / "src/torchgen/packaged/autograd").mkdir(parents=True)
+    (root / "src/torchgen/packaged/autograd/gen_x.py").write_text("")  # stale copy
+    (root / "src/tools/autograd").mkdir(parents=True)
+    ninja = tmp_path / "build.ninja"
+    ninja.write_text("build build.ninja: RERUN_CMAKE | /src/torchgen/packaged/autograd/gen_x.py\n")
+    reconfigure_if_stale(BuildRoot(root), ninja)
+    assert not ninja.exists()
