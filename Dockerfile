@@ -14,9 +14,11 @@ WORKDIR /src
 # are copied for this layer, so that editing a patch or a test keeps it cached.
 COPY scripts/ /src/scripts/
 RUN python3 -c "import sys; sys.path.insert(0, 'scripts'); \
-from semiring_tool.buildroot import PACKAGES; print(' '.join(PACKAGES))" > /tmp/packages \
+from semiring_tool.buildroot import PACKAGES, SELECT_OPENMP_BLAS; \
+print(' '.join(PACKAGES)); open('/tmp/select-blas', 'w').write(SELECT_OPENMP_BLAS)" > /tmp/packages \
     && apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(cat /tmp/packages) \
+    && sh -c "$(cat /tmp/select-blas)" \
     && rm -rf /var/lib/apt/lists/*
 
 # The rest of the repository (the pin, the series, the tests), then the build.

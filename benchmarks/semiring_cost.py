@@ -1,18 +1,44 @@
-"""What a semiring backward costs relative to ordinary backward, on the patched build.
+"""What a semiring backward costs, side by side with ordinary backward, on the patched build.
 
-Prints a table: per semiring, the best time of a grad() call over --repeat runs and its
-ratio to semiring=None, for an MLP and a chain of small ops.
+float32, this machine's threads. For each workload it prints the best time over --repeat
+runs (backward only: the graph is built once and kept), the ratio to its baseline, and the
+peak memory of one run: the peak resident set (VmHWM) of a fresh process that builds the
+graph and runs it once, above its resident set just before the run.
+
+* chain_1000: a chain of 1000 elementwise nodes on 64 floats (per-node cost); baseline:
+  ordinary backward of the same chain.
+* mlp_4x256: 4 x (Linear(256) + tanh), batch 64, grad of every parameter and the input;
+  baseline: ordinary backward.
+* mm_512: backward through one 512 x 512 mm; baseline: ordinary backward.
+* semiring_mm_1024: the semiring mm kernel on 1024^3 (as a rule calls it: a message times a
+  lifted weight matrix); baseline: float32 BLAS mm (torch.mm) of the same sizes.
+* blocked_mm_256: the blocked formulation of the Python default (Semiring.mm, what every
+  semiring ran before the kernels) against the kernel, at 256^3 (1024^3 takes minutes).
 """
 import argparse
+import math
+import subprocess
+import sys
 import time
+from typing import Callable
 
 import torch
-from torch.autograd import semiring
+from torch.autograd import semiring as S
+
+DTYPE = torch.float32
 
 
-def best_of(fn, repeat: int) -> float:
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def best_time(fn: Callable[[], object], repeat: int) -> float:
     fn()  # warm-up
-    best = float("inf")
+    best = math.inf
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
@@ -20,44 +46,115 @@ def best_of(fn, repeat: int) -> float:
     return best
 
 
+def peak_mib(workload: str, name: str) -> float:
+    """One run in a fresh process: its peak resident set above the set before the run."""
+    out = subprocess.run([sys.executable, __file__, "--peak-of", workload, name],
+                         capture_output=True, text=True, check=True).stdout
+    return float(out.split()[-1])
+
+
+def backward(out, inputs):
+    """grad of `out` for `inputs` in a semiring, the graph kept for the next run."""
+    return lambda s: torch.autograd.grad(out, inputs, semiring=s, retain_graph=True)
+
+
+def chain(length: int = 1000):
+    x = torch.rand(64, dtype=DTYPE, requires_grad=True)
+    y = x
+    for i in range(length):
+        y = y * 1.0001 if i % 2 else torch.tanh(y)
+    return backward(y.sum(), [x])
+
+
 def mlp(width: int = 256, depth: int = 4, batch: int = 64):
     torch.manual_seed(0)
     layers = []
     for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
-    model = torch.nn.Sequential(*layers).double()
-    x = torch.randn(batch, width, dtype=torch.float64, requires_grad=True)
-    params = [x, *model.parameters()]
-    return lambda s: torch.autograd.grad(model(x).sum(), params, semiring=s)
+        layers += [torch.nn.Linear(width, width), torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers).to(DTYPE)
+    x = torch.randn(batch, width, dtype=DTYPE, requires_grad=True)
+    return backward(model(x).sum(), [x, *model.parameters()])
 
 
-def chain(length: int = 500):
-    x = torch.ones(4, dtype=torch.float64, requires_grad=True)
+def mm(n: int = 512):
+    torch.manual_seed(0)
+    a = torch.randn(n, n, dtype=DTYPE, requires_grad=True)
+    b = torch.randn(n, n, dtype=DTYPE, requires_grad=True)
+    return backward(a.mm(b).sum(), [a, b])
 
-    def run(s):
-        y = x
-        for i in range(length):
-            y = y * 1.0001 + 0.5 if i % 2 else torch.tanh(y)
-        return torch.autograd.grad(y.sum(), x, semiring=s)
 
-    return run
+def operands(name: str, n: int):
+    g = torch.Generator().manual_seed(0)
+    s = S.builtin_semirings[name]
+    message = s.lift_masked(torch.randn(n, n, generator=g, dtype=DTYPE))
+    weight = s.lift_masked(torch.randn(n, n, generator=g, dtype=DTYPE))
+    return s, message, weight
+
+
+def semiring_mm(name: str, n: int):
+    """The kernel as a rule calls it: a message times a lifted weight matrix."""
+    if name == "BLAS mm":
+        x, y = torch.randn(n, n, dtype=DTYPE), torch.randn(n, n, dtype=DTYPE)
+        return lambda: torch.mm(x, y)
+    s, message, weight = operands(name, n)
+    return lambda: s.mm(message, weight)
+
+
+def blocked_mm(name: str, n: int):
+    """The blocked formulation every semiring ran before the kernels (Semiring.mm's default)."""
+    s, message, weight = operands(name, n)
+    return lambda: S._blocked_mm(s, message, weight)
+
+
+GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm}
+KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
+           "blocked_mm_256": lambda name: blocked_mm(name, 256)}
+
+
+def one_run(workload: str, name: str) -> Callable[[], object]:
+    if workload in GRAPHS:
+        run = GRAPHS[workload]()
+        return lambda: run(None if name == "ordinary" else name)
+    if workload == "kernel_mm_256":
+        return semiring_mm(name, 256)
+    return KERNELS[workload](name)
+
+
+def print_peak_of(workload: str, name: str) -> None:
+    fn = one_run(workload, name)
+    before = _rss_kib("VmRSS")
+    fn()
+    print((_rss_kib("VmHWM") - before) / 1024)
+
+
+def row(workload: str, name: str, t: float, base: float, baseline: str) -> None:
+    peak = peak_mib(workload, name)
+    print(f"{workload:18} {name:12} {t * 1e3:10.2f} {t / base:8.2f}x {baseline:14} {peak:9.1f}", flush=True)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--semirings", nargs="*", default=[n for n in S.builtin_semirings if n != "real"])
+    ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    print(f"{'workload':12} {'semiring':12} {'ms':>9} {'x real':>7}")
-    for name, make in (("mlp_4x256", mlp), ("chain_500", chain)):
-        run = make()
-        base = best_of(lambda: run(None), args.repeat)
-        print(f"{name:12} {'None':12} {base * 1e3:9.2f} {1.0:7.2f}")
-        for s in semiring.builtin_semirings:
-            if s == "real":
-                continue
-            t = best_of(lambda: run(s), args.repeat)
-            print(f"{name:12} {s:12} {t * 1e3:9.2f} {t / base:7.2f}")
+    if args.peak_of:
+        print_peak_of(*args.peak_of)
+        return
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
+    print(f"{'workload':18} {'semiring':12} {'ms':>10} {'ratio':>9} {'baseline':14} {'peak MiB':>9}")
+    for workload in GRAPHS:
+        base = best_time(one_run(workload, "ordinary"), args.repeat)
+        row(workload, "ordinary", base, base, "ordinary")
+        for name in args.semirings:
+            row(workload, name, best_time(one_run(workload, name), args.repeat), base, "ordinary")
+    base = best_time(one_run("semiring_mm_1024", "BLAS mm"), args.repeat)
+    row("semiring_mm_1024", "BLAS mm", base, base, "BLAS mm")
+    for name in ("max_plus", "max_product", "log"):
+        row("semiring_mm_1024", name, best_time(one_run("semiring_mm_1024", name), args.repeat), base, "BLAS mm")
+    for name in ("max_plus", "max_product", "log"):
+        kernel = best_time(one_run("kernel_mm_256", name), args.repeat)
+        row("blocked_mm_256", name, best_time(one_run("blocked_mm_256", name), 2), kernel, "kernel")
 
 
 if __name__ == "__main__":
