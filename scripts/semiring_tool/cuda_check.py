@@ -48,7 +48,8 @@ def compile_sources(tree: Path, sources: list[str], eigen: Path) -> int:
     if nvcc is None:
         say(f"cuda: no nvcc (CUDA_HOME or PATH): {len(sources)} CUDA source(s) of the series NOT compiled")
         return 0
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.split()[-1]
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    version = out.split("release ", 1)[-1].split(",")[0] if "release " in out else "(version unknown)"
     with tempfile.TemporaryDirectory() as tmp:
         # The one header a CUDA configure would generate; a CPU build has none.
         macros = Path(tmp) / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
