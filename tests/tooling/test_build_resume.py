@@ -47,7 +47,9 @@ def test_interrupted_build_resumes(tmp_path):
     assert "run the same command again to resume" in out
     time.sleep(1)  # a killed step must not finish behind our back
     done_before = len(list(tmp_path.glob("out*")))
-    assert 2 <= done_before < 6
+    # ninja removes the outputs of the steps it interrupts, and a step may have touched its
+    # output without having exited when the signal came: so at least one of the two seen.
+    assert 1 <= done_before < 6
     second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert second.returncode == 0, second.stdout
     assert len(list(tmp_path.glob("out*"))) == 6
