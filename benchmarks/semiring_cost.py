@@ -25,15 +25,9 @@ from typing import Callable
 import torch
 from torch.autograd import semiring as S
 
+from proc_status import status_kib
+
 DTYPE = torch.float32
-
-
-def _rss_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def best_time(fn: Callable[[], object], repeat: int) -> float:
@@ -122,9 +116,9 @@ def one_run(workload: str, name: str) -> Callable[[], object]:
 
 def print_peak_of(workload: str, name: str) -> None:
     fn = one_run(workload, name)
-    before = _rss_kib("VmRSS")
+    before = status_kib("VmRSS")
     fn()
-    print((_rss_kib("VmHWM") - before) / 1024)
+    print((status_kib("VmHWM") - before) / 1024)
 
 
 def row(workload: str, name: str, t: float, base: float, baseline: str) -> None:

@@ -48,6 +48,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from proc_status import status_kib
+
 aten = torch.ops.aten
 Planes = Tuple[torch.Tensor, ...]
 
@@ -640,14 +642,6 @@ LABELS = {"mlp": "mlp_4x256", "chain": "chain_500", "bert": "bert_layer"}
 # -- measurement -----------------------------------------------------------------------------
 
 
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def _warm_up(method: str, semiring: Optional[str], dtype) -> None:
     # Imports and one-time initialisation on a tiny graph, so the measured call is steady state.
     w = torch.randn(3, 3, dtype=dtype, requires_grad=True)
@@ -661,7 +655,7 @@ def measure_memory(workload: str, dtype, method: str, semiring: Optional[str]) -
     _warm_up(method, semiring, dtype)
     out, inputs = forward()
     gc.collect()
-    base = _status_kb("VmRSS")
+    base = status_kib("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset VmHWM to the current RSS
@@ -669,7 +663,7 @@ def measure_memory(workload: str, dtype, method: str, semiring: Optional[str]) -
     except OSError:
         peak_field = None  # fall back to the process-lifetime peak (an upper bound)
     METHODS[method](out, inputs, semiring)
-    peak = _status_kb(peak_field) if peak_field else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = status_kib(peak_field) if peak_field else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"peak_mb": max(0, peak - base) / 1024, "exact": peak_field is not None}
 
 
