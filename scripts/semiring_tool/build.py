@@ -78,11 +78,21 @@ def variant(pin: Pin, unpatched: bool, cuda: bool, prefix: int | None = None) ->
 CUDA_INSIDE = "/usr/local/cuda"
 
 
+def host_cuda_home() -> Path | None:
+    """The host's CUDA toolkit: $CUDA_HOME, else the one whose nvcc is on PATH, else
+    /usr/local/cuda; None when none of them has bin/nvcc."""
+    on_path = shutil.which("nvcc")
+    for home in (os.environ.get("CUDA_HOME"), on_path and str(Path(on_path).parent.parent), CUDA_INSIDE):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return Path(home)
+    return None
+
+
 def cuda_binds() -> dict[Path, str]:
-    host = Path(os.environ.get("CUDA_HOME", CUDA_INSIDE))
-    if not (host / "bin" / "nvcc").exists():
-        raise ToolError(f"build --cuda needs a CUDA 12.x toolkit: no nvcc in {host}/bin "
-                        f"(set CUDA_HOME to the toolkit's directory)")
+    host = host_cuda_home()
+    if host is None:
+        raise ToolError("build --cuda needs a CUDA 12.x toolkit: no nvcc in $CUDA_HOME/bin, on PATH "
+                        f"or in {CUDA_INSIDE}/bin (set CUDA_HOME to the toolkit's directory)")
     return {host: CUDA_INSIDE}
 
 

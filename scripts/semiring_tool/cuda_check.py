@@ -7,12 +7,11 @@ nvcc for the listed architectures; not that they run.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
+from .build import host_cuda_home
 from .config import PATCHES
 from .progress import Stopwatch, fmt_seconds, say
 from .series import read_series
@@ -31,23 +30,17 @@ def series_cuda_sources(patches: int | None = None) -> list[str]:
     return sorted(p for p, present in files.items() if present)
 
 
-def find_nvcc() -> str | None:
-    home = os.environ.get("CUDA_HOME")
-    if home and (Path(home) / "bin" / "nvcc").exists():
-        return str(Path(home) / "bin" / "nvcc")
-    return shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-
-
 def compile_sources(tree: Path, sources: list[str], eigen: Path) -> int:
     """nvcc -c of each source; 0 if all compiled. `tree` is the built source tree (host path)."""
-    nvcc = find_nvcc()
+    home = host_cuda_home()
     if not sources:
         say("cuda: this prefix of the series has no CUDA sources")
         return 0
-    if nvcc is None:
-        say(f"cuda: no nvcc (CUDA_HOME or PATH): {len(sources)} CUDA source(s) of the series NOT compiled")
+    if home is None:
+        say(f"cuda: no nvcc (CUDA_HOME, PATH, /usr/local/cuda): {len(sources)} CUDA source(s) of the "
+            f"series NOT compiled")
         return 0
+    nvcc = str(home / "bin" / "nvcc")
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     version = out.split("release ", 1)[-1].split(",")[0] if "release " in out else "(version unknown)"
     with tempfile.TemporaryDirectory() as tmp:
