@@ -187,6 +187,8 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
     doctor.require(pin)
     br = ensure_root(pin)
     v = variant(pin, unpatched, cuda, prefix)
+    # What the tree is synced from: the patches may change while it builds.
+    stamp = build_stamp(pin, v)
     head = sync_tree(pin, br, v)
     area = v.area(br)
     env = {**build_env(br, cuda), "TORCH_SEMIRING_LOCAL_VERSION": v.local_version}
@@ -213,7 +215,7 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
         old.unlink()
     shutil.copyfile(wheel, out / wheel.name)
     install(br, v, f"{dist_inside}/{wheel.name}", pin.runtime_requirements)
-    stamp_path(br, v).write_text(f"{build_stamp(pin, v)} {head}\n")
+    stamp_path(br, v).write_text(f"{stamp} {head}\n")
     return out / wheel.name
 
 
