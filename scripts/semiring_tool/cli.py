@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
     ct.add_argument("--write", action="store_true", help="write docs/derivatives-coverage.md")
+    mc = sub.add_parser("model-coverage",
+                        help="the backward nodes of the reference models (tests/reference_models.py) and their rules")
+    mc.add_argument("models", nargs="*", help="default: all")
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "coverage-table":
             from .coverage_table import command
             command(pin, write=args.write)
+        elif args.cmd == "model-coverage":
+            from .model_coverage import command as model_coverage
+            return model_coverage(pin, args.models)
         elif args.cmd == "test":
             from .testing import test
             return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args,
