@@ -10,6 +10,9 @@ graph and runs it once, above its resident set just before the run.
 * mlp_4x256: 4 x (Linear(256) + tanh), batch 64, grad of every parameter and the input;
   baseline: ordinary backward.
 * mm_512: backward through one 512 x 512 mm; baseline: ordinary backward.
+* bert_L6_H512: the BERT-style encoder of tests/reference_models.py in the shape of
+  bert_uncased_L-6_H-512_A-8, batch 8, sequence 128, grad of every parameter; baseline:
+  ordinary backward.
 * semiring_mm_1024: the semiring mm kernel on 1024^3 (as a rule calls it: a message times a
   lifted weight matrix); baseline: float32 BLAS mm (torch.mm) of the same sizes.
 * blocked_mm_256: the blocked formulation of the Python default (Semiring.mm, what every
@@ -20,6 +23,7 @@ import math
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -77,6 +81,16 @@ def mm(n: int = 512):
     return backward(a.mm(b).sum(), [a, b])
 
 
+def bert(batch: int = 8, seq: int = 128):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import reference_models as M
+
+    torch.manual_seed(0)
+    shape = M.BertShape()
+    model = M.BertEncoder(shape).to(DTYPE)
+    return backward(model(*M.bert_batch(shape, batch, seq)), list(model.parameters()))
+
+
 def operands(name: str, n: int):
     g = torch.Generator().manual_seed(0)
     s = S.builtin_semirings[name]
@@ -100,7 +114,7 @@ def blocked_mm(name: str, n: int):
     return lambda: S._blocked_mm(s, message, weight)
 
 
-GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm}
+GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert}
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
            "blocked_mm_256": lambda name: blocked_mm(name, 256)}
 
@@ -130,6 +144,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semirings", nargs="*", default=[n for n in S.builtin_semirings if n != "real"])
+    ap.add_argument("--workloads", nargs="*", default=[*GRAPHS, "kernels"],
+                    help=f"of {', '.join(GRAPHS)} and kernels (the mm kernel rows); default: all")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peak_of:
@@ -137,11 +153,13 @@ def main() -> None:
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
     print(f"{'workload':18} {'semiring':12} {'ms':>10} {'ratio':>9} {'baseline':14} {'peak MiB':>9}")
-    for workload in GRAPHS:
+    for workload in (w for w in GRAPHS if w in args.workloads):
         base = best_time(one_run(workload, "ordinary"), args.repeat)
         row(workload, "ordinary", base, base, "ordinary")
         for name in args.semirings:
             row(workload, name, best_time(one_run(workload, name), args.repeat), base, "ordinary")
+    if "kernels" not in args.workloads:
+        return
     base = best_time(one_run("semiring_mm_1024", "BLAS mm"), args.repeat)
     row("semiring_mm_1024", "BLAS mm", base, base, "BLAS mm")
     for name in ("max_plus", "max_product", "log"):
