@@ -5,7 +5,7 @@ own loader (tools.autograd.load_derivatives, as tools/autograd/gen_semiring_rule
 that node names are the generated ones. An entry's status is, in this order:
 
 1. ``rule: <kind> (<what>)``: the op is declared in tools/autograd/semiring_rules.yaml;
-   elementwise and structural rules are the shared C++ rules of those names
+   elementwise, structural and bijective rules are the shared C++ rules of those names
    (torch/csrc/autograd/semiring_rules.h), explicit ones C++ formulas, one per input named.
 2. ``no node``: the entry generates no backward node (no input has a formula); the reason says
    whether its outputs are marked non-differentiable, integer/bool valued (by name), or its
@@ -73,7 +73,7 @@ from .progress import ToolError, say
 DOC = REPO / "docs" / "derivatives-coverage.md"
 
 # Summary order. The first three are the ones with rules.
-RULE_KINDS = ("elementwise", "structural", "explicit")
+RULE_KINDS = ("elementwise", "structural", "bijective", "explicit")
 NO_NODE = "no node"
 COMPOSITE = "decomposes for dense tensors"
 NESTED = "nested"
@@ -567,7 +567,7 @@ def load(tree: Path) -> tuple[list[Entry], dict[str, tuple[str, str]], int]:
         ))
     with open(autograd / "semiring_rules.yaml") as f:
         spec = yaml.safe_load(f)
-    rules = {op: (kind, kind) for kind in ("elementwise", "structural") for op in spec.get(kind, [])}
+    rules = {op: (kind, kind) for kind in RULE_KINDS[:-1] for op in spec.get(kind, [])}
     explicit = spec.get("explicit") or {}
     if isinstance(explicit, dict):  # prefixes where an explicit rule named a Python function
         rules.update({op: ("explicit", fn) for op, fn in explicit.items()})

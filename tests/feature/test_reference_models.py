@@ -3,6 +3,7 @@
 Every backward node they reach has a rule; a semiring backward runs through each of them; and
 float32, the real case, gives the finalized answer of float64 within the tolerances below.
 """
+import math
 import sys
 
 import pytest
@@ -26,6 +27,7 @@ TOLERANCES = {
     "log": dict(rtol=0, atol=2e-3),
     "max_plus": dict(rtol=0, atol=2e-3),
     "entropy": dict(rtol=2e-3, atol=2e-3),
+    "log_entropy": dict(rtol=2e-3, atol=2e-3),
     "counting": dict(rtol=1e-5, atol=0),
     "boolean": dict(rtol=0, atol=0),
 }
@@ -49,6 +51,8 @@ def _assert_same_answers(got: tuple, expected: tuple, semiring: str, what: str) 
         finite = g64.isfinite()
         if semiring == "entropy":
             assert bool((m64[..., 0][~finite] == 0).all()), f"{what}: input {i}: NaN where Z > 0"
+        if semiring == "log_entropy":
+            assert bool((m64[..., 0][~finite] == -math.inf).all()), f"{what}: input {i}: NaN where Z > 0"
         tol = TOLERANCES.get(semiring)
         if tol is None:  # abs, max_product: relative to the tensor's largest answer
             scale = float(g64[finite].abs().max()) if finite.any() else 0.0
@@ -74,6 +78,26 @@ def test_every_node_has_a_rule(model):
 def test_float32_gives_the_float64_answer(model, semiring):
     _assert_same_answers(_grads(model, semiring, torch.float32), _grads(model, semiring, torch.float64),
                          semiring, f"{model}/{semiring}")
+
+
+def test_log_entropy_where_entropy_leaves_float32():
+    # A 12-layer BERT-style encoder of width 128: entropy's Z reaches 1e52 in float64, past
+    # float32's 3.4e38, so float32 entropy is inf or NaN there. log_entropy carries log Z: its
+    # float32 answer agrees with float64 entropy's.
+    shape = M.BertShape(layers=12, hidden=128, heads=4, intermediate=512, vocab=50, positions=16)
+    grads = {}
+    for semiring, dtype in (("entropy", torch.float64), ("entropy", torch.float32), ("log_entropy", torch.float32)):
+        built = M.build_bert(dtype, shape=shape, batch=1, seq=8)
+        grads[semiring, dtype] = torch.autograd.grad(built.loss, built.inputs, semiring=semiring)
+    z64 = max(float(g[..., 0].max()) for g in grads["entropy", torch.float64])
+    assert z64 > torch.finfo(torch.float32).max, z64  # the case this test is about
+    assert not all(S.entropy.finalize(g).isfinite().all() for g in grads["entropy", torch.float32])
+    expected = [S.entropy.finalize(g) for g in grads["entropy", torch.float64]]
+    got = [S.log_entropy.finalize(g).double() for g in grads["log_entropy", torch.float32]]
+    for i, (e, g) in enumerate(zip(expected, got)):
+        assert torch.equal(e.isfinite(), g.isfinite()), f"input {i}"
+        torch.testing.assert_close(g[e.isfinite()], e[e.isfinite()], **TOLERANCES["log_entropy"],
+                                   msg=lambda m: f"input {i}: {m}")
 
 
 def test_entropy_through_twelve_layers_in_float32():

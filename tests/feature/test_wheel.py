@@ -9,7 +9,7 @@ import torch
 
 from conftest import REPO
 
-BUILTINS = ["real", "abs", "log", "max_product", "max_plus", "entropy", "counting", "boolean"]
+BUILTINS = ["real", "abs", "log", "max_product", "max_plus", "entropy", "log_entropy", "counting", "boolean"]
 
 
 def test_version_names_the_series():
