@@ -85,10 +85,8 @@ def bert(batch: int = 8, seq: int = 128):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import reference_models as M
 
-    torch.manual_seed(0)
-    shape = M.BertShape()
-    model = M.BertEncoder(shape).to(DTYPE)
-    return backward(model(*M.bert_batch(shape, batch, seq)), list(model.parameters()))
+    model, data = M.bert_model(DTYPE, M.BertShape(), batch, seq)
+    return backward(model(*data), list(model.parameters()))
 
 
 def operands(name: str, n: int):

@@ -819,10 +819,7 @@ def bert_encoder(dtype, batch: int = 8, seq: int = 128):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     import reference_models as M
 
-    torch.manual_seed(0)
-    shape = M.BertShape()
-    model = M.BertEncoder(shape).to(dtype)
-    data = M.bert_batch(shape, batch, seq)
+    model, data = M.bert_model(dtype, M.BertShape(), batch, seq)
     params = list(model.parameters())
     return lambda: (model(*data), params)
 

@@ -259,12 +259,18 @@ SMALL_BERT = BertShape(layers=2, hidden=32, heads=4, intermediate=64, vocab=50, 
 DEEP_BERT = BertShape(layers=12, hidden=32, heads=4, intermediate=64, vocab=50, positions=16)
 
 
+def bert_model(dtype: torch.dtype, shape: BertShape = SMALL_BERT, batch: int = 2, seq: int = 8,
+               seed: int = 0) -> tuple[BertEncoder, tuple[Tensor, ...]]:
+    """The BERT-style encoder with seeded random weights, and a batch for it (the benchmarks
+    run its forward again for every measured backward)."""
+    torch.manual_seed(seed)
+    return BertEncoder(shape).to(dtype), bert_batch(shape, batch, seq, seed)
+
+
 def build_bert(dtype: torch.dtype, seed: int = 0, shape: BertShape = SMALL_BERT, batch: int = 2,
                seq: int = 8) -> Built:
-    torch.manual_seed(seed)
-    model = BertEncoder(shape).to(dtype)
-    loss = model(*bert_batch(shape, batch, seq, seed))
-    return Built(loss, _float_leaves(model))
+    model, data = bert_model(dtype, shape, batch, seq, seed)
+    return Built(model(*data), _float_leaves(model))
 
 
 def _token_ids(vocab: int, batch: int, seq: int, seed: int) -> Tensor:
