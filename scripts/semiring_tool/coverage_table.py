@@ -72,7 +72,7 @@ from .progress import ToolError, say
 
 DOC = REPO / "docs" / "derivatives-coverage.md"
 
-# Summary order. The first three are the ones with rules.
+# Summary order. All four are kinds of rule; `explicit` ones are C++ formulas.
 RULE_KINDS = ("elementwise", "structural", "bijective", "explicit")
 NO_NODE = "no node"
 COMPOSITE = "decomposes for dense tensors"
@@ -567,7 +567,7 @@ def load(tree: Path) -> tuple[list[Entry], dict[str, tuple[str, str]], int]:
         ))
     with open(autograd / "semiring_rules.yaml") as f:
         spec = yaml.safe_load(f)
-    rules = {op: (kind, kind) for kind in RULE_KINDS[:-1] for op in spec.get(kind, [])}
+    rules = {op: (kind, kind) for kind in RULE_KINDS if kind != "explicit" for op in spec.get(kind) or []}
     explicit = spec.get("explicit") or {}
     if isinstance(explicit, dict):  # prefixes where an explicit rule named a Python function
         rules.update({op: ("explicit", fn) for op, fn in explicit.items()})
