@@ -24,6 +24,7 @@ import math
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -33,15 +34,27 @@ from torch.autograd import semiring as S
 from proc_status import status_kib
 
 DTYPE = torch.float32
+ROUND_SECONDS = 0.05
 
 
-def best_time(fn: Callable[[], object], repeat: int) -> float:
-    fn()  # warm-up
-    best = math.inf
-    for _ in range(repeat):
+def best_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """The best time of one call of each fn, over `repeat` rounds that take the fns in turn.
+
+    Interleaved, so that a slow spell of the machine (a shared host's) reaches every fn
+    of a ratio alike; within a round each fn is called for about ROUND_SECONDS.
+    """
+    calls = {}
+    for name, fn in fns.items():
         t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        fn()  # warm-up
+        calls[name] = max(1, int(ROUND_SECONDS / max(time.perf_counter() - t0, 1e-6)))
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            for _ in range(calls[name]):
+                t0 = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t0)
     return best
 
 
@@ -154,20 +167,20 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
     print(f"{'workload':18} {'semiring':12} {'ms':>10} {'ratio':>9} {'baseline':14} {'peak MiB':>9}")
     for workload in (w for w in GRAPHS if w in args.workloads):
-        base = best_time(one_run(workload, "ordinary"), args.repeat)
-        row(workload, "ordinary", base, base, "ordinary")
-        for name in args.semirings:
-            row(workload, name, best_time(one_run(workload, name), args.repeat), base, "ordinary")
+        run = GRAPHS[workload]()
+        names = ["ordinary", *args.semirings]
+        times = best_times({n: partial(run, None if n == "ordinary" else n) for n in names}, args.repeat)
+        for name in names:
+            row(workload, name, times[name], times["ordinary"], "ordinary")
     if "kernels" not in args.workloads:
         return
-    base = best_time(one_run("semiring_mm_1024", "BLAS mm"), args.repeat)
-    row("semiring_mm_1024", "BLAS mm", base, base, "BLAS mm")
-    for name in ("max_plus", "max_product", "log"):
-        row("semiring_mm_1024", name, best_time(one_run("semiring_mm_1024", name), args.repeat), base, "BLAS mm")
-    for name in ("max_plus", "max_product", "log"):
-        kernel = best_time(one_run("kernel_mm_256", name), args.repeat)
-        row("blocked_mm_256", name, best_time(one_run("blocked_mm_256", name), 2), kernel, "kernel")
-
+    names = ["BLAS mm", "max_plus", "max_product", "log"]
+    times = best_times({n: one_run("semiring_mm_1024", n) for n in names}, args.repeat)
+    for name in names:
+        row("semiring_mm_1024", name, times[name], times["BLAS mm"], "BLAS mm")
+    for name in names[1:]:
+        times = best_times({"kernel": one_run("kernel_mm_256", name), "blocked": one_run("blocked_mm_256", name)}, 2)
+        row("blocked_mm_256", name, times["blocked"], times["kernel"], "kernel")
 
 if __name__ == "__main__":
     main()
