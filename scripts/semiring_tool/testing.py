@@ -90,6 +90,18 @@ def fast_tier(pin: Pin, pytest_args: list[str], prefix: int | None = None) -> in
                            *pytest_args], cwd=REPO).returncode or rc
 
 
+def lower_cpu_capabilities(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """ATen's CPU capabilities below this machine's best that it can run (ATEN_CPU_CAPABILITY)."""
+    flags = set()
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    avx2 = {"avx2", "fma"} <= flags
+    avx512 = avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    return ["default", "avx2"] if avx512 else ["default"] if avx2 else []
+
+
 def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | None = None) -> int:
     br = ensure_root(pin)
     v = build.variant(pin, unpatched=False, cuda=False, prefix=prefix)
@@ -110,15 +122,20 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
     # A prefix of the series runs the tests it carries; the project's own tests need all of it.
     if v.patches == len(series.read_series()):
         steps.append(("project tests (tests/feature) against the installed wheel",
-                      [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args]))
+                      [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args], {}))
     else:
         say(f"project tests (tests/feature) not run: they need the whole series, this is {v.local_version}")
-    if br.path(f"{tree}/test/autograd/test_semiring.py").exists():
-        steps.append(("upstream-style tests in the patch (test/autograd/test_semiring.py)",
-                      [py, f"{tree}/test/autograd/test_semiring.py"]))
-    for label, argv in steps:
+    test_semiring = f"{tree}/test/autograd/test_semiring.py"
+    if br.path(test_semiring).exists():
+        steps.append(("upstream-style tests in the patch (test/autograd/test_semiring.py)", [py, test_semiring], {}))
+        # The dispatcher runs one copy of the CPU kernels, the machine's best; the others
+        # (what machines without AVX512 or AVX2 run) are tested by asking for them.
+        for capability in lower_cpu_capabilities():
+            steps.append((f"the kernel tests (TestSemiringKernels) on the {capability} copy of the CPU kernels",
+                          [py, test_semiring, "TestSemiringKernels"], {"ATEN_CPU_CAPABILITY": capability}))
+    for label, argv, extra_env in steps:
         say(label)
-        proc = subprocess.run(br.command(argv, cwd="/tmp", env=env, binds={REPO: "/repo"}))
+        proc = subprocess.run(br.command(argv, cwd="/tmp", env={**env, **extra_env}, binds={REPO: "/repo"}))
         rc = rc or proc.returncode
     say("the series' CUDA sources, compiled against the build's headers")
     rc = cuda_check.compile_sources(br.path(tree), cuda_check.series_cuda_sources(v.patches),
