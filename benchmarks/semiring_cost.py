@@ -1,9 +1,10 @@
 """What a semiring backward costs, side by side with ordinary backward, on the patched build.
 
-float32, this machine's threads. For each workload it prints the best time over --repeat
-runs (backward only: the graph is built once and kept), the ratio to its baseline, and the
-peak memory of one run: the peak resident set (VmHWM) of a fresh process that builds the
-graph and runs it once, above its resident set just before the run.
+float32, this machine's threads. For each workload it prints the best time of one run
+(backward only: the graph is built once and kept) over --repeat rounds that take the workload's
+semirings and its baseline in turn, each run for about 50 ms a round; the ratio to the
+baseline; and the peak memory of one run: the peak resident set (VmHWM) of a fresh process
+that builds the graph and runs it once, above its resident set just before the run.
 
 * chain_1000: a chain of 1000 elementwise nodes on 64 floats (per-node cost); baseline:
   ordinary backward of the same chain.
