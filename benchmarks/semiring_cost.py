@@ -19,6 +19,10 @@ that builds the graph and runs it once, above its resident set just before the r
   float32 BLAS mm (torch.mm) of the same sizes.
 * blocked_mm_256: the blocked formulation of the Python default (Semiring.mm, what every
   semiring ran before the kernels) against the kernel, at 256^3 (1024^3 takes minutes).
+* norm_group_4096: the plus-product of one normalization group's messages with its Jacobian
+  (what layer_norm's, batch_norm's and group_norm's rules run) for a group of 4096, per group;
+  baseline: the same semiring at 1024. Work in O(n^2) grows 16x from 1024 to 4096, in
+  O(n log n) 4.8x.
 """
 import argparse
 import math
@@ -36,6 +40,7 @@ from proc_status import status_kib
 
 DTYPE = torch.float32
 ROUND_SECONDS = 0.05
+NORM_GROUPS = 8  # norm_group_*'s times are per group
 
 
 def best_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -128,9 +133,20 @@ def blocked_mm(name: str, n: int):
     return lambda: S._blocked_mm(s, message, lifted)
 
 
+def norm_group(name: str, n: int):
+    """semiring_norm_jacobian_mm over NORM_GROUPS groups of n."""
+    g = torch.Generator().manual_seed(0)
+    s = S.builtin_semirings[name]
+    xhat, scale = torch.randn(2, NORM_GROUPS, n, generator=g, dtype=DTYPE)
+    message = s.lift_masked(torch.randn(NORM_GROUPS, n, generator=g, dtype=DTYPE))
+    return lambda: s._native.norm_jacobian_mm(message, xhat, scale)
+
+
 GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert}
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
-           "blocked_mm_256": lambda name: blocked_mm(name, 256)}
+           "blocked_mm_256": lambda name: blocked_mm(name, 256),
+           "norm_group_1024": lambda name: norm_group(name, 1024),
+           "norm_group_4096": lambda name: norm_group(name, 4096)}
 
 
 def one_run(workload: str, name: str) -> Callable[[], object]:
@@ -158,8 +174,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semirings", nargs="*", default=[n for n in S.builtin_semirings if n != "real"])
-    ap.add_argument("--workloads", nargs="*", default=[*GRAPHS, "kernels"],
-                    help=f"of {', '.join(GRAPHS)} and kernels (the mm kernel rows); default: all")
+    ap.add_argument("--workloads", nargs="*", default=[*GRAPHS, "kernels", "norms"],
+                    help=f"of {', '.join(GRAPHS)}, kernels (the mm kernel rows) and norms (the "
+                         "normalization kernel's rows); default: all")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peak_of:
@@ -173,6 +190,10 @@ def main() -> None:
         times = best_times({n: partial(run, None if n == "ordinary" else n) for n in names}, args.repeat)
         for name in names:
             row(workload, name, times[name], times["ordinary"], "ordinary")
+    if "norms" in args.workloads:
+        for name in args.semirings:
+            times = best_times({n: one_run(f"norm_group_{n}", name) for n in (1024, 4096)}, args.repeat)
+            row("norm_group_4096", name, times[4096] / NORM_GROUPS, times[1024] / NORM_GROUPS, "n=1024")
     if "kernels" not in args.workloads:
         return
     names = ["BLAS mm", "max_plus", "max_product", "log"]
