@@ -204,5 +204,6 @@ def main() -> None:
         times = best_times({"kernel": one_run("kernel_mm_256", name), "blocked": one_run("blocked_mm_256", name)}, 2)
         row("blocked_mm_256", name, times["blocked"], times["kernel"], "kernel")
 
+
 if __name__ == "__main__":
     main()
