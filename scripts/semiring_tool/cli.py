@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--mirror", help="a Debian mirror to use instead of the pinned one")
     f.add_argument("--from", dest="source", type=Path, metavar="DIR",
                    help="copy and verify local copies of the pinned files (when the mirror lost them)")
-    sub.add_parser("doctor", help="check the host's prerequisites for build and test")
+    d = sub.add_parser("doctor", help="check the host's prerequisites for build and test")
+    d.add_argument("--install", action="store_true",
+                   help="apt-get install the Debian packages of missing host tools (as root), then check")
     a = sub.add_parser("apply", help="fresh git work tree: upstream + Debian base + the series")
     a.add_argument("--worktree", type=Path, help="default: $TORCH_SEMIRING_STATE/work/pytorch")
     a.add_argument("--force", action="store_true", help="replace a work tree with unexported changes")
@@ -57,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             from .fetch import fetch
             fetch(pin, args.mirror, args.source)
         elif args.cmd == "doctor":
-            from .doctor import report
-            return 0 if report(pin) else 1
+            from .doctor import install, report
+            return 0 if (install(pin) if args.install else report(pin)) else 1
         elif args.cmd == "apply":
             series.apply(pin, args.worktree, force=args.force)
         elif args.cmd in ("export", "refresh"):

@@ -32,3 +32,40 @@ def test_each_check_prints_a_line_and_a_missing_one_fails(tmp_path, monkeypatch,
     assert any(" ok " in ln and f"free disk for {tmp_path / 'state'}" in ln for ln in lines)
     with pytest.raises(ToolError, match="scripts/semiring doctor"):
         doctor.require(pin)
+
+
+def _host_missing(monkeypatch, pin, missing: list[doctor.Check]):
+    """A host where the given checks fail until apt-get has run; returns the argv lists run."""
+    ran: list[list[str]] = []
+    monkeypatch.setattr(doctor, "checks", lambda _pin: [doctor.Check(True, "git: /usr/bin/git")]
+                        + ([] if ran else missing))
+    monkeypatch.setattr(doctor.subprocess, "run",
+                        lambda argv, env: ran.append(argv) or type("Done", (), {"returncode": 0}))
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: f"/usr/bin/{name}")
+    return ran
+
+
+def test_install_installs_the_named_packages_then_checks_again(monkeypatch, capsys):
+    pin = load_pin()
+    ran = _host_missing(monkeypatch, pin, [
+        doctor.Check(False, "debootstrap: not found; apt-get install debootstrap", "debootstrap"),
+        doctor.Check(False, "debootstrap script for trixie: missing", "debootstrap"),
+        doctor.Check(False, "Debian archive keyring: missing", "debian-archive-keyring")])
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 0)
+    assert doctor.install(pin) is True
+    assert ran == [["apt-get", "update", "-q"],
+                   ["apt-get", "install", "-y", "-q", "debian-archive-keyring", "debootstrap"]]
+    assert "MISSING" not in capsys.readouterr().out
+
+
+def test_install_refuses_without_root_and_leaves_what_no_package_fixes(monkeypatch):
+    pin = load_pin()
+    ran = _host_missing(monkeypatch, pin, [doctor.Check(False, "debootstrap: not found", "debootstrap")])
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 1000)
+    with pytest.raises(ToolError, match=r"installing \['debootstrap'\] needs root"):
+        doctor.install(pin)
+    assert ran == []
+    # RAM or a mirror that does not answer names no package: nothing to install, and still missing.
+    ran = _host_missing(monkeypatch, pin, [doctor.Check(False, "RAM: 1.0 GB")])
+    assert doctor.install(pin) is False
+    assert ran == []
