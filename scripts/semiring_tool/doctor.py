@@ -36,7 +36,6 @@ DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 PYPI = "https://pypi.org/simple/pip/"  # build installs torch's pinned requirements, test pytest
 
 
-
 class Check(NamedTuple):
     ok: bool
     line: str
