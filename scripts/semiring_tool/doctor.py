@@ -121,29 +121,27 @@ def checks(pin: Pin) -> list[Check]:
     ]
 
 
-def report(pin: Pin) -> bool:
+def report(pin: Pin, results: list[Check] | None = None) -> bool:
     """Print one line per prerequisite; True when nothing is missing."""
-    results = checks(pin)
+    results = checks(pin) if results is None else results
     for ok, line, _ in results:
         say(f"doctor: {'ok     ' if ok else 'MISSING'} {line}")
     return all(c.ok for c in results)
 
 
-def missing_packages(results: list[Check]) -> list[str]:
-    return sorted({c.package for c in results if not c.ok and c.package})
-
-
 def install(pin: Pin) -> bool:
     """Install the Debian packages of the missing host tools, then check again."""
-    packages = missing_packages(checks(pin))
-    if packages:
-        if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            raise ToolError(f"installing {packages} needs root and apt-get; install them by hand")
-        say(f"doctor: apt-get install {' '.join(packages)}")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *packages]):
-            if subprocess.run(argv, env=env).returncode != 0:
-                raise ToolError(f"'{' '.join(argv)}' failed (its output is above)")
+    results = checks(pin)
+    packages = sorted({c.package for c in results if not c.ok and c.package})
+    if not packages:
+        return report(pin, results)
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise ToolError(f"installing {packages} needs root and apt-get; install them by hand")
+    say(f"doctor: apt-get install {' '.join(packages)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *packages]):
+        if subprocess.run(argv, env=env).returncode != 0:
+            raise ToolError(f"'{' '.join(argv)}' failed (its output is above)")
     return report(pin)
 
 

@@ -34,7 +34,7 @@ def test_each_check_prints_a_line_and_a_missing_one_fails(tmp_path, monkeypatch,
         doctor.require(pin)
 
 
-def _host_missing(monkeypatch, pin, missing: list[doctor.Check]):
+def _host_missing(monkeypatch, missing: list[doctor.Check]):
     """A host where the given checks fail until apt-get has run; returns the argv lists run."""
     ran: list[list[str]] = []
     monkeypatch.setattr(doctor, "checks", lambda _pin: [doctor.Check(True, "git: /usr/bin/git")]
@@ -47,7 +47,7 @@ def _host_missing(monkeypatch, pin, missing: list[doctor.Check]):
 
 def test_install_installs_the_named_packages_then_checks_again(monkeypatch, capsys):
     pin = load_pin()
-    ran = _host_missing(monkeypatch, pin, [
+    ran = _host_missing(monkeypatch, [
         doctor.Check(False, "debootstrap: not found; apt-get install debootstrap", "debootstrap"),
         doctor.Check(False, "debootstrap script for trixie: missing", "debootstrap"),
         doctor.Check(False, "Debian archive keyring: missing", "debian-archive-keyring")])
@@ -60,12 +60,12 @@ def test_install_installs_the_named_packages_then_checks_again(monkeypatch, caps
 
 def test_install_refuses_without_root_and_leaves_what_no_package_fixes(monkeypatch):
     pin = load_pin()
-    ran = _host_missing(monkeypatch, pin, [doctor.Check(False, "debootstrap: not found", "debootstrap")])
+    ran = _host_missing(monkeypatch, [doctor.Check(False, "debootstrap: not found", "debootstrap")])
     monkeypatch.setattr(doctor.os, "geteuid", lambda: 1000)
     with pytest.raises(ToolError, match=r"installing \['debootstrap'\] needs root"):
         doctor.install(pin)
     assert ran == []
     # RAM or a mirror that does not answer names no package: nothing to install, and still missing.
-    ran = _host_missing(monkeypatch, pin, [doctor.Check(False, "RAM: 1.0 GB")])
+    ran = _host_missing(monkeypatch, [doctor.Check(False, "RAM: 1.0 GB")])
     assert doctor.install(pin) is False
     assert ran == []
