@@ -14,6 +14,11 @@ that builds the graph and runs it once, above its resident set just before the r
 * bert_L6_H512: the BERT-style encoder of tests/reference_models.py in the shape of
   bert_uncased_L-6_H-512_A-8, batch 8, sequence 128, grad of every parameter; baseline:
   ordinary backward.
+* bert_L6_H512 products: ordinary backward's real matrix products (mm, bmm) alone, replayed
+  with the operands they had; `entropy` and `log_entropy` multiply a pair by a real matrix in
+  three such products (P A, then P B + H A in one of twice the depth), so three times this row
+  is their floor, and "beside" prints what <= 3x ordinary leaves them for every other node:
+  3 x (ordinary - products), against what they take there, their time - 3 x products.
 * semiring_mm_1024: the semiring mm kernel on 1024^3 as a rule calls it: a message times a
   real weight matrix (`_semiring_mm_lifted`, what the built-ins' mm rules run); baseline:
   float32 BLAS mm (torch.mm) of the same sizes.
@@ -36,12 +41,16 @@ from typing import Callable
 
 import torch
 from torch.autograd import semiring as S
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from proc_status import status_kib
 
 DTYPE = torch.float32
 ROUND_SECONDS = 0.05
 NORM_GROUPS = 8  # norm_group_*'s times are per group
+# Real products per product of a pair by a real matrix (P A and P B + H A, the second of
+# twice the depth), where the built-in's rules run BLAS.
+THREE_PRODUCTS = ("entropy", "log_entropy")
 
 
 def best_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -108,6 +117,35 @@ def bert(batch: int = 8, seq: int = 128):
 
     model, data = M.bert_model(DTYPE, M.BertShape(), batch, seq)
     return backward(model(*data), list(model.parameters()))
+
+
+class RecordProducts(TorchDispatchMode):
+    """Records the real matrix products that run under it, with their operands."""
+
+    PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default,
+                torch.ops.aten.addmm.default, torch.ops.aten.baddbmm.default}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.PRODUCTS:
+            self.calls.append((func, args, kwargs))
+        return func(*args, **kwargs)
+
+
+def products_of(run: Callable[[object], object]) -> Callable[[], None]:
+    """Ordinary backward's real products, replayed."""
+    with RecordProducts() as recorded:
+        run(None)
+    assert recorded.calls, "ordinary backward ran no matrix product"
+
+    def replay() -> None:
+        for func, args, kwargs in recorded.calls:
+            func(*args, **kwargs)  # dropped, as backward drops a consumed gradient
+    return replay
 
 
 def operands(name: str, n: int):
@@ -188,9 +226,20 @@ def main() -> None:
     for workload in (w for w in GRAPHS if w in args.workloads):
         run = GRAPHS[workload]()
         names = ["ordinary", *args.semirings]
-        times = best_times({n: partial(run, None if n == "ordinary" else n) for n in names}, args.repeat)
+        fns = {n: partial(run, None if n == "ordinary" else n) for n in names}
+        if workload == "bert_L6_H512":
+            fns["products"] = products_of(run)
+        times = best_times(fns, args.repeat)
         for name in names:
             row(workload, name, times[name], times["ordinary"], "ordinary")
+        if "products" in times:
+            print(f"{workload:18} {'products':12} {times['products'] * 1e3:10.2f} "
+                  f"{times['products'] / times['ordinary']:8.2f}x ordinary", flush=True)
+            beside = 3 * (times["ordinary"] - times["products"])
+            for name in (n for n in THREE_PRODUCTS if n in times):
+                print(f"{workload:18} {name:12} beside its 3 x products: takes "
+                      f"{(times[name] - 3 * times['products']) * 1e3:.2f} ms, <= 3x ordinary "
+                      f"leaves {beside * 1e3:.2f} ms", flush=True)
     if "norms" in args.workloads:
         for name in args.semirings:
             times = best_times({n: one_run(f"norm_group_{n}", name) for n in (1024, 4096)}, args.repeat)
