@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     mc = sub.add_parser("model-coverage",
                         help="the backward nodes of the reference models (tests/reference_models.py) and their rules")
     mc.add_argument("models", nargs="*", help="default: all")
+    dm = sub.add_parser("demo", help="the paper's analyses on real models, tables and figures (builds if needed)")
+    dm.add_argument("--sentences", type=int, default=1000, help="agreement sentences (section 5.2)")
+    dm.add_argument("--examples", type=int, default=1000, help="validation examples (section 5.1)")
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
@@ -89,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "model-coverage":
             from .model_coverage import command as model_coverage
             return model_coverage(pin, args.models)
+        elif args.cmd == "demo":
+            from .demo import command as demo
+            return demo(pin, args.sentences, args.examples)
         elif args.cmd == "test":
             from .testing import test
             return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args,

@@ -1,0 +1,199 @@
+"""Section 5.1 of Du et al. (ACL 2023), offline: the FirstTokenRepeatedOnce task.
+
+A 1-layer, hidden-16, 2-head BERT classifier learns whether the first token occurs again;
+then, for 1000 validation examples it classifies correctly, a max_product backward from the
+correct class's logit asks, per token, whether the top gradient path leaves the embeddings by
+the query, key or value projection or by the skip connection. The paper: at the repeated
+token it leaves by the keys.
+
+    python3 examples/paper/synthetic.py --out figures/
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import analysis  # noqa: E402
+
+VOCAB = 20  # 0 is padding, never generated
+LENGTH = 10
+TOKEN_TYPES = ("first", "repeat", "other")
+
+
+@dataclass
+class Split:
+    ids: Tensor  # (n, LENGTH)
+    labels: Tensor  # (n,)
+    repeat_at: Tensor  # (n,): where the first token occurs again, -1 if it does not
+
+
+def first_token_repeated_once(n: int, seed: int) -> Split:
+    """As semiring-backprop-exps generates it (preprocessing/datasets.py): half the examples
+    (label 1) repeat the first token at exactly one random later position; every other
+    position holds a token drawn uniformly from the vocabulary without the first token."""
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(1, VOCAB, (n,), generator=g)
+    # A draw from the VOCAB - 2 tokens other than padding and the first token.
+    rest = torch.randint(1, VOCAB - 1, (n, LENGTH - 1), generator=g)
+    rest = rest + (rest >= first[:, None]).long()
+    ids = torch.cat([first[:, None], rest], dim=1)
+    labels = (torch.arange(n) < n // 2).long()[torch.randperm(n, generator=g)]
+    repeat_at = torch.where(labels.bool(), torch.randint(1, LENGTH, (n,), generator=g), -1)
+    rows = labels.nonzero().squeeze(1)
+    ids[rows, repeat_at[rows]] = first[rows]
+    return Split(ids, labels, repeat_at)
+
+
+def make_model(seed: int = 42):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=LENGTH, type_vocab_size=1,
+                        hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2, num_labels=2,
+                        pad_token_id=0)
+    # Eager attention: its scores, softmax and weighted sum are separate nodes.
+    config._attn_implementation = "eager"
+    return BertForSequenceClassification(config)
+
+
+def train(model, data: Split, epochs: int, seed: int = 42, lr: float = 1e-3, log=print) -> None:
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    n = len(data.labels)
+    for epoch in range(epochs):
+        order = torch.randperm(n, generator=g)
+        total = 0.0
+        for start in range(0, n, 32):
+            batch = order[start:start + 32]
+            loss = model(input_ids=data.ids[batch], labels=data.labels[batch]).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss) * len(batch)
+        if (epoch + 1) % 10 == 0 or epoch + 1 == epochs:
+            log(f"  epoch {epoch + 1}/{epochs}: loss {total / n:.4f}")
+    model.eval()
+
+
+@torch.no_grad()
+def predict(model, data: Split) -> Tensor:
+    return model(input_ids=data.ids).logits.argmax(-1)
+
+
+def token_types(data: Split) -> Tensor:
+    """(n, LENGTH): 0 first token, 1 the repeat, 2 other."""
+    types = torch.full(data.ids.shape, 2, dtype=torch.long)
+    types[:, 0] = 0
+    rows = (data.repeat_at >= 0).nonzero().squeeze(1)
+    types[rows, data.repeat_at[rows]] = 1
+    return types
+
+
+def analyse(model, data: Split, batch: int = 250) -> tuple[Tensor, Tensor]:
+    """Mean credited top path value per (token type, branch), and how many tokens of each type."""
+    types = token_types(data)
+    sums = torch.zeros(len(TOKEN_TYPES), len(analysis.BRANCHES), dtype=torch.float64)
+    counts = torch.zeros(len(TOKEN_TYPES), dtype=torch.float64)
+    for start in range(0, len(data.labels), batch):
+        rows = slice(start, start + batch)
+        ids, labels = data.ids[rows], data.labels[rows]
+
+        def correct_logit() -> Tensor:
+            logits = model(input_ids=ids).logits
+            return logits.gather(1, labels[:, None]).squeeze(1)
+
+        (flow,) = analysis.branch_flow(model, correct_logit, analysis.bert_layers(model))
+        credited = flow.credited.double()  # (b, LENGTH, branches)
+        for t in range(len(TOKEN_TYPES)):
+            mask = types[rows] == t
+            sums[t] += credited[mask].sum(0)
+            counts[t] += mask.sum()
+    return sums / counts[:, None], counts
+
+
+def bar_chart(means: Tensor, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=150)
+    width = 0.2
+    for b, name in enumerate(analysis.BRANCHES):
+        xs = [t + (b - 1.5) * width for t in range(len(TOKEN_TYPES))]
+        ax.bar(xs, means[:, b].tolist(), width, label=name)
+    ax.set_xticks(range(len(TOKEN_TYPES)), [f"{t} token" for t in TOKEN_TYPES])
+    ax.set_ylabel("top gradient path value\n(credited to its branch)")
+    ax.set_title(title, fontsize=9)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(title="leaves the embeddings by", fontsize=8, title_fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def table(means: Tensor, counts: Tensor) -> str:
+    lines = [f"{'token':8} {'count':>6} " + " ".join(f"{b:>8}" for b in analysis.BRANCHES)]
+    for t, name in enumerate(TOKEN_TYPES):
+        lines.append(f"{name:8} {int(counts[t]):>6} " + " ".join(f"{float(v):8.4f}" for v in means[t]))
+    return "\n".join(lines)
+
+
+def run(out: Path, train_examples: int = 7000, examples: int = 1000, epochs: int = 50,
+        seed: int = 42, lr: float = 3e-3, log=print) -> dict:
+    """Trains, analyses ``examples`` correctly classified validation examples, writes the chart."""
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    train_set = first_token_repeated_once(train_examples, seed)
+    valid = first_token_repeated_once(4 * examples, seed + 1)
+    model = make_model(seed)
+    log(f"training a 1-layer BERT (hidden 16, 2 heads) on {train_examples} examples, {epochs} epochs")
+    train(model, train_set, epochs, seed, lr, log)
+    right = (predict(model, valid) == valid.labels).nonzero().squeeze(1)
+    accuracy = len(right) / len(valid.labels)
+    keep = right[:examples]
+    chosen = Split(valid.ids[keep], valid.labels[keep], valid.repeat_at[keep])
+    log(f"validation accuracy {accuracy:.3f}; analysing {len(keep)} correctly classified examples "
+        f"({int(chosen.labels.sum())} with a repeat)")
+    means, counts = analyse(model, chosen)
+    out.mkdir(parents=True, exist_ok=True)
+    # One path in full: from the first analysed example with a repeat, at its repeated token.
+    i = int(chosen.labels.nonzero()[0])
+    ids, label = chosen.ids[i:i + 1], chosen.labels[i:i + 1]
+    path = analysis.token_path(model, lambda: model(input_ids=ids).logits[:, int(label)],
+                               analysis.bert_layers(model)[0], 0, int(chosen.repeat_at[i]))
+    (out / "synthetic_path.json").write_text(path.to_json(indent=1))
+    path_png = out / "synthetic_path.png"
+    analysis.path_figure(path, path_png, f"FirstTokenRepeatedOnce: the top path from the repeated token "
+                                         f"(position {int(chosen.repeat_at[i])}) to the correct class's logit")
+    png = out / "synthetic_branches.png"
+    bar_chart(means, png, f"FirstTokenRepeatedOnce: where the top path leaves the embeddings\n"
+                          f"({len(keep)} validation examples, max_product, correct class's logit)")
+    return {"accuracy": accuracy, "examples": len(keep), "repeats": int(chosen.labels.sum()),
+            "means": means, "counts": counts, "table": table(means, counts), "png": png,
+            "path": path, "path_png": path_png, "tokens": ids[0].tolist(), "repeat_at": int(chosen.repeat_at[i]),
+            "seconds": time.perf_counter() - started}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("figures"))
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--examples", type=int, default=1000)
+    args = p.parse_args()
+    result = run(args.out, examples=args.examples, epochs=args.epochs)
+    print(result["table"])
+    print(f"wrote {result['png']}")
+
+
+if __name__ == "__main__":
+    main()

