@@ -1,0 +1,125 @@
+"""What recording top paths costs (torch.autograd.semiring.record_paths), on the patched build.
+
+float32, this machine's threads, the BERT-style encoder of tests/reference_models.py in the
+shape of bert_uncased_L-6_H-512_A-8, batch 8, sequence 128, grad of every parameter (the graph
+is built once and kept). For max_product and max_plus, side by side in one run (best of
+--repeat interleaved rounds, as benchmarks/semiring_cost.py):
+
+* the semiring backward without recording, and inside record_paths() (ratio to the former);
+* reading: one element's top path from a word-embedding row to the loss, and the branch
+  table of the residual stream entering the last layer (every element);
+* memory: what the recording holds (bytes per semiring element of the messages nodes
+  received) and the peak resident set of one run in a fresh process, with and without;
+* off: what a backward outside record_paths() runs of it: a semiring backward asks whether a
+  record is open (timed per call, against the smallest semiring backward, of one node);
+  ordinary backward sets a local to None and tests it twice.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.autograd import semiring as S
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import reference_models as M  # noqa: E402
+from proc_status import status_kib  # noqa: E402
+from semiring_cost import best_times  # noqa: E402
+
+DTYPE = torch.float32
+
+
+def workload(batch: int, seq: int):
+    model, data = M.bert_model(DTYPE, M.BertShape(), batch, seq)
+    inputs = []
+    handle = model.layers[-1].register_forward_pre_hook(lambda m, args: inputs.append(args[0]))
+    loss = model(*data)
+    handle.remove()
+    return model, data, loss, list(model.parameters()), inputs[0]
+
+
+def recorded(model, loss, params, semiring: str):
+    with S.record_paths(model) as rec:
+        torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True)
+    return rec
+
+
+def peak_of(semiring: str, record: bool, batch: int, seq: int) -> None:
+    model, _, loss, params, _ = workload(batch, seq)
+    before = status_kib("VmRSS")
+    if record:
+        rec = recorded(model, loss, params, semiring)
+    else:
+        torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True)
+    print((status_kib("VmHWM") - before) / 1024)
+    if record:
+        del rec
+
+
+def peak_mib(semiring: str, record: bool, batch: int, seq: int) -> float:
+    import subprocess
+
+    out = subprocess.run([sys.executable, __file__, "--peak-of", semiring, str(int(record)),
+                          "--batch", str(batch), "--seq", str(seq)], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def off_cost() -> None:
+    import timeit
+
+    from torch.autograd import _semiring_paths
+
+    n = 200_000
+    ask = min(timeit.repeat(lambda: _semiring_paths.attach(S.max_product, (), ()), number=n, repeat=5)) / n
+    x = torch.ones(4, requires_grad=True)
+    y = (x * 2).sum()
+    tiny = min(timeit.repeat(lambda: torch.autograd.grad(y, x, retain_graph=True, semiring="max_product"),
+                             number=2000, repeat=5)) / 2000
+    ordinary = min(timeit.repeat(lambda: torch.autograd.grad(y, x, retain_graph=True),
+                                 number=2000, repeat=5)) / 2000
+    print(f"off: asking whether a record is open takes {ask * 1e9:.0f} ns per semiring backward call "
+          f"({ask / tiny:.2%} of a max_product backward of one node, {tiny * 1e6:.1f} us); ordinary "
+          f"backward ({ordinary * 1e6:.1f} us for one node) only sets a local to None and tests it")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--peak-of", nargs=2, metavar=("SEMIRING", "RECORD"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.peak_of:
+        peak_of(args.peak_of[0], bool(int(args.peak_of[1])), args.batch, args.seq)
+        return
+    off_cost()
+    model, data, loss, params, last_input = workload(args.batch, args.seq)
+    ids = data[0]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, BERT-style encoder "
+          f"L6 H512, batch {args.batch}, sequence {args.seq}")
+    print(f"{'semiring':12} {'backward ms':>12} {'recorded ms':>12} {'ratio':>7} {'path ms':>8} "
+          f"{'steps':>6} {'branches ms':>12} {'B/element':>10} {'peak MiB':>9} {'rec. peak':>9}")
+    for semiring in ("max_product", "max_plus"):
+        times = best_times({
+            "plain": lambda: torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True),
+            "recorded": lambda: recorded(model, loss, params, semiring),
+        }, args.repeat)
+        rec = recorded(model, loss, params, semiring)
+        row = int(ids[0, 5])
+        t0 = time.perf_counter()
+        path = rec.path(model.word.weight, (row, 0))
+        path_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rec.branches(last_input)
+        branches_s = time.perf_counter() - t0
+        mem = rec.memory()
+        print(f"{semiring:12} {times['plain'] * 1e3:12.1f} {times['recorded'] * 1e3:12.1f} "
+              f"{times['recorded'] / times['plain']:6.2f}x {path_s * 1e3:8.1f} {len(path.steps):6d} "
+              f"{branches_s * 1e3:12.1f} {mem['bytes'] / mem['elements']:10.1f} "
+              f"{peak_mib(semiring, False, args.batch, args.seq):9.1f} "
+              f"{peak_mib(semiring, True, args.batch, args.seq):9.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
