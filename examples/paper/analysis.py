@@ -73,24 +73,32 @@ def _capture(modules: Sequence[nn.Module], output: bool) -> tuple[list[Tensor], 
     return captured, handles
 
 
-def branch_flow(model: nn.Module, scalars: Callable[[], Tensor], layers: Sequence[nn.Module]) -> list[LayerFlow]:
-    """Runs ``scalars()`` (the forward pass, returning one scalar per example, or one scalar)
-    and a max_product backward from it, and reads at the input of each of ``layers`` (the
-    residual stream entering its attention) where the top paths go."""
-    names = {m: n for n, m in model.named_modules()}
-    fused = [getattr(layer, "qkv", None) for layer in layers]
-    fused = [m if isinstance(m, nn.Linear) else None for m in fused]
+def record(model: nn.Module, scalars: Callable[[], Tensor], layers: Sequence[nn.Module],
+           outputs_of: Sequence[nn.Module] = ()) -> tuple:
+    """Runs ``scalars()`` (the forward pass, returning one scalar per example, or one scalar) and a
+    max_product backward from it to the residual stream entering each of ``layers``, inside
+    ``record_paths(model)``. Returns the record, the layers' inputs, and the outputs of the modules
+    ``outputs_of``."""
     captured, handles = _capture(layers, output=False)
-    qkv_out, more = _capture([m for m in fused if m is not None], output=True)
-    handles += more
+    outputs, more = _capture(outputs_of, output=True)
     try:
         with S.record_paths(model) as rec:
             out = scalars()
             seeds = S.max_product.one(out.shape, dtype=out.dtype, device=out.device)
             torch.autograd.grad(out, captured, grad_outputs=seeds, semiring="max_product")
     finally:
-        for h in handles:
+        for h in handles + more:
             h.remove()
+    return rec, captured, outputs
+
+
+def branch_flow(model: nn.Module, scalars: Callable[[], Tensor], layers: Sequence[nn.Module]) -> list[LayerFlow]:
+    """Where the top paths go at the input of each of ``layers`` (the residual stream entering its
+    attention), for the max_product backward of :func:`record`."""
+    names = {m: n for n, m in model.named_modules()}
+    fused = [getattr(layer, "qkv", None) for layer in layers]
+    fused = [m if isinstance(m, nn.Linear) else None for m in fused]
+    rec, captured, qkv_out = record(model, scalars, layers, [m for m in fused if m is not None])
     flows, outs = [], iter(qkv_out)
     for layer, h, qkv in zip(layers, captured, fused):
         values = _branch_values(rec, rec.branches(h), names[layer], qkv, next(outs) if qkv is not None else None)
@@ -157,16 +165,9 @@ def token_path(model: nn.Module, scalars: Callable[[], Tensor], layer: nn.Module
     """The top path (max_product) from the strongest hidden unit of ``token`` of ``example`` in the
     residual stream entering ``layer``, to that example's scalar: a
     :class:`torch.autograd.semiring.Path` whose steps name their modules."""
-    captured, handles = _capture([layer], output=False)
-    try:
-        with S.record_paths(model) as rec:
-            out = scalars()
-            seeds = S.max_product.one(out.shape, dtype=out.dtype, device=out.device)
-            torch.autograd.grad(out, captured, grad_outputs=seeds, semiring="max_product")
-    finally:
-        handles[0].remove()
-    values = S.max_product.finalize(rec.message(captured[0]))[example, token]
-    return rec.path(captured[0], (example, token, int(values.argmax())))
+    rec, (h,), _ = record(model, scalars, [layer])
+    values = S.max_product.finalize(rec.message(h))[example, token]
+    return rec.path(h, (example, token, int(values.argmax())))
 
 
 def describe(path) -> str:

@@ -21,18 +21,7 @@ import reference_models as M  # noqa: E402
 def _check_flow_against_paths(flows, model, layers, run):
     """Each layer's credited branch and value at the strongest unit is the first step and the
     value of the recorded top path from that element."""
-    captured = []
-    handles = [layer.register_forward_pre_hook(
-        lambda m, args, kwargs: captured.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
-        for layer in layers]
-    try:
-        with S.record_paths(model) as rec:
-            out = run()
-            seeds = S.max_product.one(out.shape, dtype=out.dtype, device=out.device)
-            torch.autograd.grad(out, captured, grad_outputs=seeds, semiring="max_product")
-    finally:
-        for h in handles:
-            h.remove()
+    rec, captured, _ = analysis.record(model, run, layers)
     for flow, h in zip(flows, captured):
         final = S.max_product.finalize(rec.message(h))
         assert torch.equal(flow.value, final.max(-1).values)
