@@ -208,6 +208,92 @@ class LlamaBlock(nn.Module):
         return F.cross_entropy(self.head(x)[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
 
 
+# -- the models users bring: vision, recurrent ------------------------------------------
+
+
+class SmallResNet(nn.Module):
+    """A stem, two stages of basic blocks (the second strided with a 1x1 projection), global
+    average pooling and a classifier, as torchvision's ResNet writes it."""
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None if stride == 1 and cin == cout else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Tensor) -> Tensor:
+            y = F.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return F.relu(y + (x if self.down is None else self.down(x)))
+
+    def __init__(self, classes: int = 5, width: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.layers = nn.Sequential(self.Block(width, width, 1), self.Block(width, 2 * width, 2))
+        self.fc = nn.Linear(2 * width, classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1).flatten(1))
+
+
+class UNet(nn.Module):
+    """Two levels: strided convolutions down, a transposed convolution and a bilinear
+    upsampling up, skip connections by concatenation."""
+
+    def __init__(self, channels: int = 3, width: int = 8) -> None:
+        super().__init__()
+        self.enc1 = nn.Conv2d(channels, width, 3, padding=1)
+        self.enc2 = nn.Conv2d(width, 2 * width, 3, stride=2, padding=1)
+        self.mid = nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(2 * width, 2 * width, 2, stride=2)
+        self.dec1 = nn.Conv2d(4 * width, width, 3, padding=1)
+        self.dec2 = nn.Conv2d(2 * width, width, 3, padding=1)
+        self.head = nn.Conv2d(width, 1, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        e1 = F.relu(self.enc1(x))
+        e2 = F.relu(self.enc2(e1))
+        m = F.relu(self.mid(e2))
+        d1 = F.relu(self.dec1(torch.cat([self.up1(m), e2], 1)))
+        up = F.interpolate(d1, scale_factor=2, mode="bilinear", align_corners=False)
+        d2 = F.relu(self.dec2(torch.cat([up, e1], 1)))
+        return self.head(d2)
+
+
+class LSTMLanguageModel(nn.Module):
+    def __init__(self, vocab: int = 32, width: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.lstm = nn.LSTM(width, width, num_layers=2, batch_first=True)
+        self.out = nn.Linear(width, vocab)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        h, _ = self.lstm(self.embed(ids[:, :-1]))
+        logits = self.out(h)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+class GRUClassifier(nn.Module):
+    """An Elman RNN layer (ReLU) under a bidirectional GRU, classifying from the GRU's final
+    states."""
+
+    def __init__(self, vocab: int = 32, width: int = 16, classes: int = 3) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.rnn = nn.RNN(width, width, nonlinearity="relu", batch_first=True)
+        self.gru = nn.GRU(width, width, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * width, classes)
+
+    def forward(self, ids: Tensor, labels: Tensor) -> Tensor:
+        _, h = self.gru(self.rnn(self.embed(ids))[0])
+        return F.cross_entropy(self.out(torch.cat([h[0], h[1]], -1)), labels)
+
+
 # -- builders --------------------------------------------------------------------------------
 
 
@@ -291,47 +377,128 @@ def build_llama(dtype: torch.dtype, seed: int = 0) -> Built:
     return Built(model(_token_ids(64, 2, 8, seed)), _float_leaves(model))
 
 
+def build_resnet(dtype: torch.dtype, seed: int = 0) -> Built:
+    torch.manual_seed(seed)
+    model = SmallResNet().eval()
+    for m in model.modules():  # eval-mode statistics that are not the identity
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    model = model.to(dtype)
+    image = _randn(2, 3, 16, 16, dtype=dtype)
+    return Built(F.cross_entropy(model(image), torch.tensor([1, 3])), _float_leaves(model, image))
+
+
+def build_unet(dtype: torch.dtype, seed: int = 0) -> Built:
+    torch.manual_seed(seed)
+    model = UNet().to(dtype)
+    image = _randn(2, 3, 16, 16, dtype=dtype)
+    return Built(model(image).pow(2).mean(), _float_leaves(model, image))
+
+
+def build_lstm(dtype: torch.dtype, seed: int = 0) -> Built:
+    torch.manual_seed(seed)
+    model = LSTMLanguageModel().to(dtype)
+    return Built(model(_token_ids(32, 2, 9, seed)), _float_leaves(model))
+
+
+def build_gru(dtype: torch.dtype, seed: int = 0) -> Built:
+    torch.manual_seed(seed)
+    model = GRUClassifier().to(dtype)
+    return Built(model(_token_ids(32, 2, 9, seed), torch.tensor([0, 2])), _float_leaves(model))
+
+
+def _hf_model(kind: str, attention: str) -> nn.Module:
+    """A small, randomly initialised Hugging Face model of the family `kind`."""
+    import transformers as T
+
+    a = dict(attn_implementation=attention)
+    enc = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+               max_position_embeddings=40, **a)
+    dec = dict(enc, num_key_value_heads=2)
+    seq2seq = dict(vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, **a)
+    image = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    makers: dict[str, Callable[[], nn.Module]] = {
+        "bert": lambda: T.BertModel(T.BertConfig(**enc)),
+        "gpt2": lambda: T.GPT2LMHeadModel(T.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4,
+                                                       n_positions=32, **a)),
+        "llama": lambda: T.LlamaForCausalLM(T.LlamaConfig(**dec)),
+        "roberta": lambda: T.RobertaModel(T.RobertaConfig(**enc)),
+        "distilbert": lambda: T.DistilBertModel(T.DistilBertConfig(
+            vocab_size=64, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=40, **a)),
+        "albert": lambda: T.AlbertModel(T.AlbertConfig(**enc, embedding_size=16)),
+        "electra": lambda: T.ElectraModel(T.ElectraConfig(**enc, embedding_size=16)),
+        "gpt-neox": lambda: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(**enc, rotary_pct=0.5)),
+        "mistral": lambda: T.MistralForCausalLM(T.MistralConfig(**dec, sliding_window=None)),
+        "qwen2": lambda: T.Qwen2ForCausalLM(T.Qwen2Config(**dec, sliding_window=None)),
+        "gemma": lambda: T.GemmaForCausalLM(T.GemmaConfig(**dec, head_dim=8)),
+        "phi": lambda: T.PhiForCausalLM(T.PhiConfig(**dec)),
+        "t5": lambda: T.T5ForConditionalGeneration(T.T5Config(
+            vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0,
+            pad_token_id=0, **a)),
+        "bart": lambda: T.BartForConditionalGeneration(T.BartConfig(**seq2seq, max_position_embeddings=40)),
+        "vit": lambda: T.ViTModel(T.ViTConfig(image_size=16, patch_size=4, **image, **a)),
+        "resnet": lambda: T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                                                       layer_type="basic")),
+        "whisper": lambda: T.WhisperModel(T.WhisperConfig(
+            **seq2seq, num_mel_bins=8, max_source_positions=8, max_target_positions=16, pad_token_id=0,
+            bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).encoder,
+    }
+    return makers[kind]()
+
+
 def _hf(kind: str, attention: str) -> Callable[[torch.dtype, int], Built]:
     def build(dtype: torch.dtype, seed: int = 0) -> Built:
-        import transformers
-
         torch.manual_seed(seed)
-        small = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=32)
-        if kind == "bert":
-            config = transformers.BertConfig(**small, attn_implementation=attention)
-            model = transformers.BertModel(config)
-        elif kind == "gpt2":
-            config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32,
-                                             attn_implementation=attention)
-            model = transformers.GPT2LMHeadModel(config)
-        else:
-            config = transformers.LlamaConfig(**small, num_key_value_heads=2, attn_implementation=attention)
-            model = transformers.LlamaForCausalLM(config)
         # eval(): no dropout, so that the graph is deterministic (and attention runs without
         # dropout, which the CPU flash attention rule refuses).
-        model = model.to(dtype).eval()
-        ids = _token_ids(64, 2, 8, seed)
-        mask = torch.ones_like(ids)
-        mask[1, -2:] = 0  # padding in the second sequence
+        model = _hf_model(kind, attention).to(dtype).eval()
         # transformers 4.51 builds GPT-2's causal mask in the default dtype, then fills it
         # with the model dtype's minimum, which overflows float32 for a float64 model.
         previous = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
         try:
-            return Built(_hf_loss(kind, model, ids, mask), _float_leaves(model))
+            loss, tensors = _hf_loss(kind, model, dtype, seed)
+            return Built(loss, _float_leaves(model, *tensors))
         finally:
             torch.set_default_dtype(previous)
 
     return build
 
 
-def _hf_loss(kind: str, model: nn.Module, ids: Tensor, mask: Tensor) -> Tensor:
-    if kind == "bert":
-        types = (torch.arange(ids.shape[1]) >= ids.shape[1] // 2).long().expand_as(ids)
-        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
-        return out.last_hidden_state.pow(2).mean() + out.pooler_output.sum()
-    return model(input_ids=ids, attention_mask=mask, labels=ids).loss
+def _hf_loss(kind: str, model: nn.Module, dtype: torch.dtype, seed: int) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The model's scalar loss on a seeded batch, and the float inputs it is taken against."""
+    if kind in ("vit", "resnet"):
+        pixels = _randn(2, 3, 16, 16, dtype=dtype)
+        out = model(pixel_values=pixels)
+        return out.last_hidden_state.pow(2).mean() + out.pooler_output.sum(), (pixels,)
+    if kind == "whisper":  # the encoder, on log-mel features
+        features = _randn(2, 8, 16, dtype=dtype)
+        return model(features).last_hidden_state.pow(2).mean(), (features,)
+    ids = _token_ids(64, 2, 8, seed)
+    mask = torch.ones_like(ids)
+    mask[1, -2:] = 0  # padding in the second sequence
+    if kind in ("bert", "roberta", "distilbert", "albert", "electra"):
+        extra = {"token_type_ids": (torch.arange(8) >= 4).long().expand_as(ids)} if kind == "bert" else {}
+        out = model(input_ids=ids, attention_mask=mask, **extra)
+        loss = out.last_hidden_state.pow(2).mean()
+        if getattr(out, "pooler_output", None) is not None:
+            loss = loss + out.pooler_output.sum()
+        return loss, ()
+    if kind in ("t5", "bart"):
+        return model(input_ids=ids, attention_mask=mask, labels=ids.flip(1)).loss, ()
+    return model(input_ids=ids, attention_mask=mask, labels=ids).loss, ()
+
+
+# Hugging Face families and the attention implementations each has in the pinned transformers.
+HF_MODELS = {
+    **{kind: ("eager", "sdpa") for kind in ("bert", "gpt2", "llama", "roberta", "distilbert", "albert", "gpt-neox",
+                                           "mistral", "qwen2", "gemma", "phi", "bart", "vit", "whisper")},
+    "electra": ("eager",),
+    "t5": ("eager",),
+    "resnet": ("eager",),  # no attention
+}
 
 
 MODELS: dict[str, Callable[..., Built]] = {
@@ -341,8 +508,12 @@ MODELS: dict[str, Callable[..., Built]] = {
     "bert": build_bert,
     "gpt": build_gpt,
     "llama": build_llama,
-    **{f"hf-{kind}-{attention}": _hf(kind, attention)
-       for kind in ("bert", "gpt2", "llama") for attention in ("eager", "sdpa")},
+    "resnet": build_resnet,
+    "unet": build_unet,
+    "lstm": build_lstm,
+    "gru": build_gru,
+    **{f"hf-{kind}" if kind == "resnet" else f"hf-{kind}-{attention}": _hf(kind, attention)
+       for kind, attentions in HF_MODELS.items() for attention in attentions},
 }
 
 
