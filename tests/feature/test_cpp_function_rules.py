@@ -104,7 +104,8 @@ def test_top_paths_against_enumeration(ops, case, semiring):
             assert path.value == pytest.approx(best[0], rel=1e-10, abs=1e-12)
             assert path.value == float(final[index])
             assert path.product() == pytest.approx(path.value, rel=1e-10, abs=1e-12)
-            assert any("CppNode" in step.name for step in path.steps)
+            if name != "w":  # the op's inputs' paths pass the Function's node
+                assert any("CppNode" in step.name for step in path.steps)
 
 
 def test_a_function_without_a_rule_is_refused(ops):
