@@ -7,6 +7,7 @@ against the recorded top paths; per-token entropy in float32 against float64.
 import math
 import sys
 
+import pytest
 import torch
 from torch.autograd import semiring as S
 
@@ -78,12 +79,26 @@ def test_branch_flow_and_entropy_hugging_face_bert():
     assert (h64[mask.bool()] > 0).all()
 
 
-def test_synthetic_task_top_path_leaves_the_repeated_token_by_the_keys(tmp_path):
+@pytest.fixture(scope="module")
+def synthetic_result(tmp_path_factory):
     # Section 5.1: trained here (seeded), then 200 correctly classified validation examples.
     import synthetic
 
-    result = synthetic.run(tmp_path, examples=200, log=lambda line: None)
+    return synthetic, synthetic.run(tmp_path_factory.mktemp("synthetic"), examples=200, log=lambda line: None)
+
+
+def test_synthetic_task_trains_and_draws_its_chart(synthetic_result):
+    synthetic, result = synthetic_result
     assert result["accuracy"] > 0.95, result
+    assert result["png"].stat().st_size > 10_000
+    # The first and the repeated token have top paths (credited to one of the four branches).
+    first, repeat = (synthetic.TOKEN_TYPES.index(t) for t in ("first", "repeat"))
+    assert (result["means"][[first, repeat]].sum(1) > 0).all(), result["table"]
+
+
+@pytest.mark.xfail(strict=True, reason="not reproduced: in this setup (trained here, HF BERT's graph) the top "
+                                       "path from the repeated token leaves by the values, not the paper's keys")
+def test_synthetic_task_top_path_leaves_the_repeated_token_by_the_keys(synthetic_result):
+    synthetic, result = synthetic_result
     repeat = result["means"][synthetic.TOKEN_TYPES.index("repeat")]
     assert int(repeat.argmax()) == analysis.BRANCHES.index("key"), result["table"]
-    assert result["png"].stat().st_size > 10_000
