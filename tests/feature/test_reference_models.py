@@ -45,6 +45,14 @@ def _assert_same_answers(got: tuple, expected: tuple, semiring: str, what: str) 
     for i, (m32, m64) in enumerate(zip(got, expected)):
         # boolean's answer is a bool
         g32, g64 = finalize(m32).to(torch.float64), finalize(m64).to(torch.float64)
+        if semiring == "counting":
+            # Path counts near and past float32's range (3.4e38: encoder-decoders'
+            # cross-attention multiplies them) are not finite in float32 (inf, or NaN where a
+            # product met an absent edge's 0, or a partial sum overflowed first): compared as
+            # not finite from 1e30 on.
+            far = g64 > 1e30
+            g32 = torch.where(far | ~g32.isfinite(), torch.inf, g32)
+            g64 = torch.where(far, torch.inf, g64)
         # Finite exactly where float64 is: -inf where no path reaches (the log-space semirings),
         # NaN for entropy's H~/Z + log Z there (Z = 0), and nothing else.
         assert torch.equal(g32.isfinite(), g64.isfinite()), f"{what}: input {i}"
@@ -58,7 +66,8 @@ def _assert_same_answers(got: tuple, expected: tuple, semiring: str, what: str) 
             scale = float(g64[finite].abs().max()) if finite.any() else 0.0
             tol = dict(rtol=1e-3, atol=1e-3 * scale)
         torch.testing.assert_close(g32[finite], g64[finite], **tol, msg=lambda m: f"{what}: input {i}: {m}")
-        torch.testing.assert_close(g32[~finite], g64[~finite], rtol=0, atol=0, equal_nan=True)
+        if semiring != "counting":  # overflowed counts: inf, or NaN past an absent edge's 0
+            torch.testing.assert_close(g32[~finite], g64[~finite], rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.fixture(scope="module", params=list(M.MODELS))
