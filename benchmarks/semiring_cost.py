@@ -14,6 +14,15 @@ that builds the graph and runs it once, above its resident set just before the r
 * bert_L6_H512: the BERT-style encoder of tests/reference_models.py in the shape of
   bert_uncased_L-6_H-512_A-8, batch 8, sequence 128, grad of every parameter; baseline:
   ordinary backward.
+* resnet_w32: tests/reference_models.py's SmallResNet at width 32 (convolutions, batch norm in
+  eval mode, max and adaptive average pooling), batch 16 of 32 x 32 images, grad of every
+  parameter; baseline: ordinary backward.
+* lstm_h256: its LSTMLanguageModel, vocabulary 1000, width 256, two layers, batch 16, sequence
+  64 (the nodes the CPU path of nn.LSTM records), grad of every parameter; baseline: ordinary
+  backward.
+* qwen2_h256: a decoder-only Hugging Face model (Qwen2ForCausalLM, sdpa attention), hidden 256,
+  4 layers, 4 heads (2 key-value heads), intermediate 1024, vocabulary 1000, batch 4, sequence
+  128, its next-token loss, grad of every parameter; baseline: ordinary backward.
 * bert_L6_H512 products: ordinary backward's real matrix products (mm, bmm) alone, replayed
   with the operands they had; `entropy` and `log_entropy` multiply a pair by a real matrix in
   three such products (P A, then P B + H A in one of twice the depth), so three times this row
@@ -111,12 +120,46 @@ def mm(n: int = 512):
     return backward(a.mm(b).sum(), [a, b])
 
 
-def bert(batch: int = 8, seq: int = 128):
+def _reference_models():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import reference_models as M
 
+    return M
+
+
+def bert(batch: int = 8, seq: int = 128):
+    M = _reference_models()
     model, data = M.bert_model(DTYPE, M.BertShape(), batch, seq)
     return backward(model(*data), list(model.parameters()))
+
+
+def resnet(batch: int = 16):
+    M = _reference_models()
+    torch.manual_seed(0)
+    model = M.SmallResNet(width=32).eval().to(DTYPE)
+    images = torch.randn(batch, 3, 32, 32, dtype=DTYPE)
+    labels = torch.randint(0, 5, (batch,))
+    return backward(torch.nn.functional.cross_entropy(model(images), labels), list(model.parameters()))
+
+
+def lstm(batch: int = 16, seq: int = 64):
+    M = _reference_models()
+    torch.manual_seed(0)
+    model = M.LSTMLanguageModel(vocab=1000, width=256).to(DTYPE)
+    return backward(model(torch.randint(0, 1000, (batch, seq + 1))), list(model.parameters()))
+
+
+def qwen2(batch: int = 4, seq: int = 128):
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=1000, hidden_size=256, num_hidden_layers=4,
+                                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024,
+                                      max_position_embeddings=seq, sliding_window=None,
+                                      attn_implementation="sdpa")
+    model = transformers.Qwen2ForCausalLM(config).to(DTYPE).eval()
+    ids = torch.randint(0, 1000, (batch, seq))
+    return backward(model(input_ids=ids, labels=ids).loss, list(model.parameters()))
 
 
 class RecordProducts(TorchDispatchMode):
@@ -181,7 +224,8 @@ def norm_group(name: str, n: int):
     return lambda: s._native.norm_jacobian_mm(message, xhat, scale)
 
 
-GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert}
+GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert, "resnet_w32": resnet,
+          "lstm_h256": lstm, "qwen2_h256": qwen2}
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
            "blocked_mm_256": lambda name: blocked_mm(name, 256),
            "norm_group_1024": lambda name: norm_group(name, 1024),
