@@ -303,7 +303,7 @@ def _float_leaves(model: nn.Module, *tensors: Tensor) -> list[Tensor]:
 
 def _randn(*shape: int, dtype: torch.dtype) -> Tensor:
     # Drawn in float32 and converted, so that the float32 and float64 runs see the same values.
-    return torch.randn(*shape).to(dtype).requires_grad_()
+    return torch.randn(*shape, dtype=torch.float32).to(dtype).requires_grad_()
 
 
 def build_mlp(dtype: torch.dtype, seed: int = 0) -> Built:
