@@ -306,6 +306,14 @@ def _randn(*shape: int, dtype: torch.dtype) -> Tensor:
     return torch.randn(*shape, dtype=torch.float32).to(dtype).requires_grad_()
 
 
+def _eval_statistics(model: nn.Module) -> None:
+    """Gives the batch norms' eval mode running statistics that are not the identity."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+
+
 def build_mlp(dtype: torch.dtype, seed: int = 0) -> Built:
     torch.manual_seed(seed)
     model = MLP().to(dtype)
@@ -317,10 +325,7 @@ def build_cnn(dtype: torch.dtype, seed: int = 0, train: bool = True) -> Built:
     torch.manual_seed(seed)
     model = CNN().train(train)
     if not train:
-        for m in model.modules():  # give eval mode statistics that are not the identity
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
+        _eval_statistics(model)
     model = model.to(dtype)
     image = _randn(2, 3, 12, 12, dtype=dtype)
     signal = _randn(2, 3, 10, dtype=dtype)
@@ -380,10 +385,7 @@ def build_llama(dtype: torch.dtype, seed: int = 0) -> Built:
 def build_resnet(dtype: torch.dtype, seed: int = 0) -> Built:
     torch.manual_seed(seed)
     model = SmallResNet().eval()
-    for m in model.modules():  # eval-mode statistics that are not the identity
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
+    _eval_statistics(model)
     model = model.to(dtype)
     image = _randn(2, 3, 16, 16, dtype=dtype)
     return Built(F.cross_entropy(model(image), torch.tensor([1, 3])), _float_leaves(model, image))
