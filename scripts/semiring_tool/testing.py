@@ -82,8 +82,34 @@ def workflow_check(workflow: Path = WORKFLOW) -> int:
     return lint.returncode
 
 
+GPU_CHECK = REPO / "tests" / "cuda"
+
+
+def gpu_check_compile(tree: Path) -> int:
+    """The GPU check's files, rebuilt from patches/ alone, are the applied tree's, and its
+    extension compiles against the pinned stock wheel's headers (tests/cuda/check.py)."""
+    sys.path.insert(0, str(GPU_CHECK))
+    try:
+        import extension
+        import series_files
+    finally:
+        sys.path.remove(str(GPU_CHECK))
+    with tempfile.TemporaryDirectory() as out:
+        series_files.materialize(extension.SERIES_FILES, Path(out))
+        differ = [p for p in extension.SERIES_FILES if (Path(out) / p).read_bytes() != (tree / p).read_bytes()]
+    if differ:
+        say(f"GPU check: rebuilt from patches/, {', '.join(differ)} differ from the applied series")
+        return 1
+    say(f"GPU check: its {len(extension.SERIES_FILES)} series files rebuilt from patches/ equal the applied tree's")
+    say("GPU check: its compile step (tests/cuda/check.py --compile-only), against stock torch's headers")
+    return subprocess.run([sys.executable, str(GPU_CHECK / "check.py"), "--compile-only"], cwd=REPO).returncode
+
+
 def fast_tier(pin: Pin, pytest_args: list[str], prefix: int | None = None) -> int:
-    rc = codegen(series.check(pin, upto=prefix))
+    tree = series.check(pin, upto=prefix)
+    rc = codegen(tree)
+    if prefix is None:
+        rc = gpu_check_compile(tree) or rc
     rc = workflow_check() or rc
     say("tooling tests (tests/tooling)")
     return subprocess.run([host_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tooling",
