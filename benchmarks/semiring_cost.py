@@ -23,6 +23,13 @@ that builds the graph and runs it once, above its resident set just before the r
 * qwen2_h256: a decoder-only Hugging Face model (Qwen2ForCausalLM, sdpa attention), hidden 256,
   4 layers, 4 heads (2 key-value heads), intermediate 1024, vocabulary 1000, batch 4, sequence
   128, its next-token loss, grad of every parameter; baseline: ordinary backward.
+* qwen2_eager: the same model with eager attention (the math path written out: scores,
+  softmax, weighted sum), whose graph answers as that composition; sdpa's CPU flash node
+  answers as one op, whose Jacobian's query entries are each a sum over the keys.
+
+With --nodes, instead: where the model families' backward (resnet_w32, lstm_h256,
+qwen2_h256, or the workloads named) spends its time, by kind of node, ordinary backward and
+every semiring side by side.
 * bert_L6_H512 products: ordinary backward's real matrix products (mm, bmm) alone, replayed
   with the operands they had; `entropy` and `log_entropy` multiply a pair by a real matrix in
   three such products (P A, then P B + H A in one of twice the depth), so three times this row
@@ -149,14 +156,14 @@ def lstm(batch: int = 16, seq: int = 64):
     return backward(model(torch.randint(0, 1000, (batch, seq + 1))), list(model.parameters()))
 
 
-def qwen2(batch: int = 4, seq: int = 128):
+def qwen2(batch: int = 4, seq: int = 128, attention: str = "sdpa"):
     import transformers
 
     torch.manual_seed(0)
     config = transformers.Qwen2Config(vocab_size=1000, hidden_size=256, num_hidden_layers=4,
                                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024,
                                       max_position_embeddings=seq, sliding_window=None,
-                                      attn_implementation="sdpa")
+                                      attn_implementation=attention)
     model = transformers.Qwen2ForCausalLM(config).to(DTYPE).eval()
     ids = torch.randint(0, 1000, (batch, seq))
     return backward(model(input_ids=ids, labels=ids).loss, list(model.parameters()))
@@ -225,7 +232,7 @@ def norm_group(name: str, n: int):
 
 
 GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert, "resnet_w32": resnet,
-          "lstm_h256": lstm, "qwen2_h256": qwen2}
+          "lstm_h256": lstm, "qwen2_h256": qwen2, "qwen2_eager": partial(qwen2, attention="eager")}
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
            "blocked_mm_256": lambda name: blocked_mm(name, 256),
            "norm_group_1024": lambda name: norm_group(name, 1024),
@@ -239,6 +246,63 @@ def one_run(workload: str, name: str) -> Callable[[], object]:
     if workload == "kernel_mm_256":
         return semiring_mm(name, 256)
     return KERNELS[workload](name)
+
+
+def node_times(workload: str, names: list[str], repeat: int = 3) -> None:
+    """Where a workload's backward spends its time: each kind of node's total (from a hook
+    before and after it runs; the engine runs a CPU graph's nodes one at a time), ordinary
+    backward and each semiring side by side, the mean of `repeat` runs after a warm-up."""
+    from torch.autograd.semiring import accepts_messages
+
+    run = GRAPHS[workload]()
+    out = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__)))["out"]
+    nodes, stack, seen = [], [out.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nodes.append(node)
+        stack += [fn for fn, _ in node.next_functions]
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    started: dict = {}
+
+    def before(node):
+        return accepts_messages(lambda grad_outputs: started.__setitem__(node, time.perf_counter()))
+
+    def after(node):
+        def hook(grad_inputs, grad_outputs):
+            totals[node.name()] = totals.get(node.name(), 0.0) + time.perf_counter() - started[node]
+            counts[node.name()] = counts.get(node.name(), 0) + 1
+        return accepts_messages(hook)
+
+    for node in nodes:
+        node.register_prehook(before(node))
+        node.register_hook(after(node))
+    per: dict[str, dict[str, float]] = {}
+    whole: dict[str, float] = {}
+    for name in ["ordinary", *names]:
+        run(None if name == "ordinary" else name)
+        totals.clear()
+        counts.clear()
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            run(None if name == "ordinary" else name)
+        whole[name] = (time.perf_counter() - t0) / repeat
+        per[name] = {k: v / repeat for k, v in totals.items()}
+        kinds = {k: n // repeat for k, n in counts.items()}
+    print(f"{workload}: ms per backward by node (hooks), " + ", ".join(
+        f"{n} {whole[n] * 1e3:.1f}" for n in whole))
+    print(f"{'node':44} {'count':>5} " + " ".join(f"{n:>12}" for n in whole))
+    order = sorted(per["ordinary"].keys() | set().union(*per.values()),
+                   key=lambda k: -max(p.get(k, 0.0) for p in per.values()))
+    for k in order[:12]:
+        print(f"{k:44} {kinds.get(k, 0):5d} " + " ".join(f"{per[n].get(k, 0.0) * 1e3:12.2f}" for n in whole))
+    # The engine's own work between nodes: chiefly the plus of the messages of a tensor with
+    # several consumers (a weight used at every step of a recurrence), ordinary's add.
+    print(f"{'outside the nodes (the engine, its plus)':44} {'':5} " + " ".join(
+        f"{(whole[n] - sum(per[n].values())) * 1e3:12.2f}" for n in whole))
 
 
 def print_peak_of(workload: str, name: str) -> None:
@@ -260,10 +324,18 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="*", default=[*GRAPHS, "kernels", "norms"],
                     help=f"of {', '.join(GRAPHS)}, kernels (the mm kernel rows) and norms (the "
                          "normalization kernel's rows); default: all")
+    ap.add_argument("--nodes", nargs="*", metavar="WORKLOAD",
+                    help="instead of the table: where each workload's backward spends its time, by "
+                         "kind of node, ordinary and every semiring of --semirings")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peak_of:
         print_peak_of(*args.peak_of)
+        return
+    if args.nodes is not None:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
+        for workload in args.nodes or [w for w in GRAPHS if w in ("resnet_w32", "lstm_h256", "qwen2_h256")]:
+            node_times(workload, args.semirings)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
     print(f"{'workload':18} {'semiring':12} {'ms':>10} {'ratio':>9} {'baseline':14} {'peak MiB':>9}")
