@@ -349,18 +349,17 @@ def norm_cases(device: str, dtypes: tuple[torch.dtype, ...] = DTYPES) -> Iterato
                 yield NormCase(f"{groups}x{n}", kind, to(m), to(s), to(scale), to(m2))
 
 
-# The normalization kernel accumulates in float for float32 and in the input's order: a
-# relative tolerance on the sum of the terms' magnitudes.
-NORM_TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 8e-2}
+# The normalization kernel accumulates in float (double for float64) in its own order; half
+# and bfloat16 results are rounded to a few bits: relative tolerances, on 1 + |expected|.
+NORM_TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
 def check_norm(c: NormCase, got: list[Tensor]) -> Optional[str]:
-    # Half and bfloat16 operands: the definition from the rounded inputs, in double.
-    expected = norm_reference(c)
+    expected = norm_reference(c)  # from the operands as given (half ones rounded), in double
     for i, e in enumerate(expected):
         if e is None:
             continue
-        problem = compare(got[i].cpu().double(), e, NORM_TOL[c.m.dtype] * max(1.0, c.s.shape[1] / 10))
+        problem = compare(got[i].cpu().double(), e, NORM_TOL[c.m.dtype])
         if problem:
             return f"plane {i}: {problem}"
     return None
