@@ -21,6 +21,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_select.h>
@@ -152,7 +153,11 @@ std::vector<Tensor> check_mm(
   if (argmax) {
     args.argmax = at::empty(sizes, a_hi.options().dtype(at::kLong));
   }
-  semiring_check::kernel<semiring_mm_fn>("semiring_mm_stub")(args);
+  // An empty result has nothing to launch (a grid of no blocks is an error);
+  // k == 0 runs, as the kernel's zero.
+  if (args.out_hi.numel() > 0) {
+    semiring_check::kernel<semiring_mm_fn>("semiring_mm_stub")(args);
+  }
   std::vector<Tensor> out{args.out_hi};
   if (args.out_lo.defined()) {
     out.push_back(args.out_lo);
@@ -237,6 +242,13 @@ std::vector<Tensor> check_norm(
 
 Tensor check_log_mm(const Tensor& a, const Tensor& b) {
   c10::cuda::CUDAGuard guard(a.device());
+  if (a.numel() == 0 || b.numel() == 0) {
+    // Semiring.cpp answers an empty product with the zero before log_mm_blas.
+    return at::full(
+        {a.size(0), a.size(1), b.size(2)},
+        -std::numeric_limits<double>::infinity(),
+        a.options());
+  }
   return log_mm_blas(a, b);
 }
 
