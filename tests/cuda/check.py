@@ -74,14 +74,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         build_dir = args.build_dir or Path(tmp)
         build_dir.mkdir(parents=True, exist_ok=True)
-        if args.compile_only:
-            import stock_torch
-            include = stock_torch.include_dir()
-            build(log, build_dir, include, args.arch or ["90"], None)
-            log(f"semiring CUDA check: compile only, against stock torch {stock_torch.VERSION}'s "
-                f"headers: compiled (nothing run: no GPU)")
-            return 0
-        return run_on_gpu(log, build_dir, args)
+        try:
+            if args.compile_only:
+                import stock_torch
+                include = stock_torch.include_dir()
+                build(log, build_dir, include, args.arch or ["90"], None)
+                log(f"semiring CUDA check: compile only, against stock torch {stock_torch.VERSION}'s "
+                    f"headers: compiled (nothing run: no GPU)")
+                return 0
+            return run_on_gpu(log, build_dir, args)
+        except Exception as e:  # the summary line says what stopped the check
+            log(f"semiring CUDA check: FAILED, stopped by {type(e).__name__}: {e}")
+            return 1
 
 
 def run_on_gpu(log: Log, build_dir: Path, args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ def link_command(obj: Path, torch_lib: Path, out: Path) -> list[str]:
     assert home is not None
     cuda_lib = next((p for p in (home / "lib64", home / "lib", home / "targets/x86_64-linux/lib")
                      if p.exists()), home / "lib64")
-    return ["c++", "-shared", str(obj), f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}",
+    return [os.environ.get("CXX", "c++"), "-shared", str(obj), f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}",
             "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch",
             f"-L{cuda_lib}", "-lcudart", "-o", str(out)]
 
