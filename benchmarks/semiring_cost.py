@@ -51,6 +51,7 @@ import math
 import subprocess
 import sys
 import time
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -264,8 +265,8 @@ def node_times(workload: str, names: list[str], repeat: int = 3) -> None:
         seen.add(node)
         nodes.append(node)
         stack += [fn for fn, _ in node.next_functions]
+    kinds = Counter(node.name() for node in nodes)
     totals: dict[str, float] = {}
-    counts: dict[str, int] = {}
     started: dict = {}
 
     def before(node):
@@ -274,7 +275,6 @@ def node_times(workload: str, names: list[str], repeat: int = 3) -> None:
     def after(node):
         def hook(grad_inputs, grad_outputs):
             totals[node.name()] = totals.get(node.name(), 0.0) + time.perf_counter() - started[node]
-            counts[node.name()] = counts.get(node.name(), 0) + 1
         return accepts_messages(hook)
 
     for node in nodes:
@@ -285,17 +285,15 @@ def node_times(workload: str, names: list[str], repeat: int = 3) -> None:
     for name in ["ordinary", *names]:
         run(None if name == "ordinary" else name)
         totals.clear()
-        counts.clear()
         t0 = time.perf_counter()
         for _ in range(repeat):
             run(None if name == "ordinary" else name)
         whole[name] = (time.perf_counter() - t0) / repeat
         per[name] = {k: v / repeat for k, v in totals.items()}
-        kinds = {k: n // repeat for k, n in counts.items()}
     print(f"{workload}: ms per backward by node (hooks), " + ", ".join(
         f"{n} {whole[n] * 1e3:.1f}" for n in whole))
     print(f"{'node':44} {'count':>5} " + " ".join(f"{n:>12}" for n in whole))
-    order = sorted(per["ordinary"].keys() | set().union(*per.values()),
+    order = sorted(set().union(*per.values()),
                    key=lambda k: -max(p.get(k, 0.0) for p in per.values()))
     for k in order[:12]:
         print(f"{k:44} {kinds.get(k, 0):5d} " + " ".join(f"{per[n].get(k, 0.0) * 1e3:12.2f}" for n in whole))
