@@ -7,8 +7,10 @@ with a singular/plural probe trained here on the [MASK] token's last hidden stat
 sentences generated from the templates below (0-4 attractors: nouns of the other number
 between the subject and the masked verb). The scalar is the probe's logit of the subject's
 number minus the other's. Different model, different data and a different graph
-decomposition (fused layer norm and softmax Jacobians, a max over the contracted index of a
-matrix product; ../paper.md of the project's sources): compare the shape, not the numbers.
+decomposition (a max over the contracted index of a matrix product; ../paper.md of the
+project's sources): compare the shape, not the numbers. The branches are computed in two
+graphs: with fused layer norm and softmax (their exact Jacobians), and with both built from
+elementary ops as the paper's framework builds them (analysis.brunoflow_graph).
 
     python3 examples/paper/agreement.py --out figures/
 """
@@ -162,20 +164,23 @@ def analyse(model, probe, tokenizer, sentences: list[Sentence], batch_size: int 
     layers = analysis.bert_layers(model)
     n_layers, n = len(layers), len(analysis.BRANCHES)
     roles = ("all tokens", "subject", "attractors")
-    sums = torch.zeros(len(roles), n_layers, n, dtype=torch.float64)
+    sums = {graph: torch.zeros(len(roles), n_layers, n, dtype=torch.float64) for graph in analysis.GRAPHS}
     counts = torch.zeros(len(roles), dtype=torch.float64)
     entropy, lengths, attractors, correct = [], [], [], []
     for start in range(0, len(sentences), batch_size):
         chunk = sentences[start:start + batch_size]
         batch = encode(tokenizer, chunk)
-        flows = analysis.branch_flow(model, lambda: contrast(model, probe, batch), layers)
         real = batch.mask.bool()
         subject = torch.zeros_like(real)
         subject[torch.arange(len(chunk)), batch.subject] = True
-        for r, mask in enumerate((real, subject, batch.attractor)):
-            for l, flow in enumerate(flows):
-                sums[r, l] += flow.credited.double()[mask].sum(0)
-            counts[r] += mask.sum()
+        roles_masks = (real, subject, batch.attractor)
+        for graph, built in analysis.GRAPHS.items():
+            with built():
+                flows = analysis.branch_flow(model, lambda: contrast(model, probe, batch), layers)
+            for r, mask in enumerate(roles_masks):
+                for l, flow in enumerate(flows):
+                    sums[graph][r, l] += flow.credited.double()[mask].sum(0)
+        counts += torch.stack([mask.sum() for mask in roles_masks])
         h = analysis.token_entropy(lambda: contrast(model, probe, batch), model.get_input_embeddings())
         # Padding has no path (entropy NaN: no distribution): the mean is over real tokens.
         entropy.append(torch.where(real, h, torch.zeros_like(h)).sum(1) / real.sum(1))
@@ -184,7 +189,7 @@ def analyse(model, probe, tokenizer, sentences: list[Sentence], batch_size: int 
         with torch.no_grad():
             correct.append(contrast(model, probe, batch) > 0)
         log(f"  {min(start + batch_size, len(sentences))}/{len(sentences)} sentences")
-    return {"means": sums / counts[:, None, None], "roles": roles, "entropy": torch.cat(entropy),
+    return {"means": {graph: m / counts[:, None, None] for graph, m in sums.items()}, "roles": roles, "entropy": torch.cat(entropy),
             "lengths": torch.cat(lengths), "attractors": torch.cat(attractors),
             "correct": torch.cat(correct)}
 
@@ -195,18 +200,20 @@ def figures(result: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    means = result["means"]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), dpi=150, sharey=True)
-    for r, ax in enumerate(axes):
-        for b, name in enumerate(analysis.BRANCHES):
-            ax.plot(range(means.shape[1]), means[r, :, b].tolist(), marker="o", label=name)
-        ax.set_title(result["roles"][r], fontsize=10)
-        ax.set_xlabel("layer")
-        ax.set_xticks(range(means.shape[1]))
-    axes[0].set_ylabel("top gradient path value\n(credited to its branch)")
-    axes[-1].legend(title="leaves by", fontsize=8, title_fontsize=8)
-    fig.suptitle("Subject-verb agreement, all-MiniLM-L6-v2 + probe: where the top path leaves "
-                 "each layer's residual stream", fontsize=10)
+    graphs = result["means"]
+    fig, axes = plt.subplots(len(graphs), 3, figsize=(11, 3.2 * len(graphs)), dpi=150,
+                             squeeze=False)
+    for row, (graph, means) in zip(axes, graphs.items()):
+        for r, ax in enumerate(row):
+            for b, name in enumerate(analysis.BRANCHES):
+                ax.plot(range(means.shape[1]), means[r, :, b].tolist(), marker="o", label=name)
+            ax.set_title(f"{result['roles'][r]}", fontsize=10)
+            ax.set_xlabel("layer")
+            ax.set_xticks(range(means.shape[1]))
+        row[0].set_ylabel(f"{graph} graph:\ntop path value\n(credited to its branch)", fontsize=8)
+    axes[0][-1].legend(title="leaves by", fontsize=8, title_fontsize=8)
+    fig.suptitle("Subject-verb agreement, all-MiniLM-L6-v2 + probe: where the top path leaves each layer's "
+                 "residual stream\n" + "; ".join(f"{g}: {analysis.GRAPH_TITLES[g]}" for g in graphs), fontsize=9)
     fig.tight_layout()
     flow_png = out / "agreement_branches.png"
     fig.savefig(flow_png)
@@ -232,10 +239,12 @@ def figures(result: dict, out: Path) -> list[Path]:
 
 def table(result: dict) -> str:
     lines = []
-    for r, role in enumerate(result["roles"]):
-        lines.append(f"{role}: layer " + " ".join(f"{b:>8}" for b in analysis.BRANCHES))
-        for l in range(result["means"].shape[1]):
-            lines.append(f"  {l:>{len(role) + 5}} " + " ".join(f"{float(v):8.4f}" for v in result["means"][r, l]))
+    for graph, means in result["means"].items():
+        lines.append(f"{analysis.GRAPH_TITLES[graph]}:")
+        for r, role in enumerate(result["roles"]):
+            lines.append(f"  {role}: layer " + " ".join(f"{b:>8}" for b in analysis.BRANCHES))
+            for l in range(means.shape[1]):
+                lines.append(f"    {l:>{len(role) + 5}} " + " ".join(f"{float(v):8.4f}" for v in means[r, l]))
     e, a = result["entropy"], result["attractors"]
     lines.append("mean sentence entropy by attractors: " + ", ".join(
         f"{k}: {float(e[a == k].mean()):.2f}" for k in sorted(set(a.tolist()))))

@@ -7,19 +7,23 @@
   unit's value credited to its own winning branch).
 * :func:`token_entropy`: per input token, the entropy of the distribution over all gradient
   paths to its embedding row (``log_entropy``, stable in float32), and per example the mean.
+* :func:`brunoflow_graph`: softmax and layer norm built from elementary ops, as the paper's
+  framework builds them, so that the graph whose paths are compared is the paper's.
 
 Both take a batch of examples with one scalar each: a backward from ``(B,)`` scalars, each
 seeded with the semiring's one, gives every example its own answer (examples share no path).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import nn, Tensor
 from torch.autograd import semiring as S
+from torch.overrides import TorchFunctionMode
 
 BRANCHES = ("query", "key", "value", "skip")
 
@@ -39,6 +43,63 @@ def bert_layers(model: nn.Module) -> list[nn.Module]:
     """The transformer layers of a Hugging Face BERT model (BertModel or a BertFor... head)."""
     bert = getattr(model, "bert", model)
     return list(bert.encoder.layer)
+
+
+class _BrunoflowGraph(TorchFunctionMode):
+    _SOFTMAX = {torch.nn.functional.softmax, torch.softmax, Tensor.softmax}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in self._SOFTMAX:
+            return _softmax(*args, **kwargs)
+        if func is torch.nn.functional.layer_norm:
+            return _layer_norm(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _softmax(x: Tensor, dim: int, _stacklevel: int = 3, dtype: Optional[torch.dtype] = None) -> Tensor:
+    # brunoflow/func/activations.py: exp(log_softmax(x)), log_softmax = x - logsumexp(x).
+    if dtype is not None:
+        x = x.to(dtype)
+    return torch.exp(x - torch.logsumexp(x, dim, keepdim=True))
+
+
+def _layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+                bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    # brunoflow/net/layernorm.py: the variance as E[x^2] - E[x]^2.
+    dims = tuple(range(-len(normalized_shape), 0))
+    mean = x.mean(dims, keepdim=True)
+    var = (x**2).mean(dims, keepdim=True) - mean**2
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = weight * y
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+@contextlib.contextmanager
+def brunoflow_graph() -> Iterator[None]:
+    """Inside, softmax and layer norm are computed from elementary ops as the paper's framework
+    (brunoflow) computes them: ``exp(x - logsumexp(x))``, and ``(x - E[x]) / sqrt(E[x^2] -
+    E[x]^2 + eps) * weight + bias``. The values are the same up to rounding; the graph is not.
+
+    A semiring backward answers about the graph the forward pass recorded. Fused, softmax has one
+    edge from score ``x_i`` to probability ``p_j``, weighted by the Jacobian entry
+    ``p_j (d_ij - p_i)``; built brunoflow's way, the diagonal entry ``p_i (1 - p_i)`` is two
+    paths, ``p_i`` directly and ``-p_i^2`` through the log-sum-exp, and a top path takes the
+    undamped one. Which branch a top path leaves by can change with it: in section 5.1 it does
+    (examples/paper/synthetic.py).
+    """
+    with _BrunoflowGraph():
+        yield
+
+
+# The graphs an analysis can run on: the ops as the forward pass records them (fused softmax
+# and layer norm, their exact Jacobians), and the paper's (brunoflow_graph).
+GRAPHS = {"fused": contextlib.nullcontext, "brunoflow": brunoflow_graph}
+GRAPH_TITLES = {"fused": "fused softmax and layer norm (this project's graph)",
+                "brunoflow": "softmax and layer norm from elementary ops (the paper's graph)"}
 
 
 def classify(module: Optional[str], node: str, layer: str) -> int:

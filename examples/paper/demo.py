@@ -35,20 +35,23 @@ def main() -> None:
     log(f"section 5.1 done in {syn['seconds']:.0f} s: validation accuracy {syn['accuracy']:.3f}, "
         f"{syn['examples']} examples analysed ({syn['repeats']} with a repeat)")
     print(syn["table"])
-    print(f"the top path from the repeated token (position {syn['repeat_at']}) of {syn['tokens']}, "
-          f"its strongest unit entering the layer, to the correct class's logit:")
-    print(analysis.describe(syn["path"]))
+    for graph, path in syn["paths"].items():
+        print(f"the top path from the repeated token (position {syn['repeat_at']}) of {syn['tokens']}, "
+              f"its strongest unit entering the layer, to the correct class's logit; "
+              f"{analysis.GRAPH_TITLES[graph]}:")
+        print(analysis.describe(path))
     log("section 5.2 (shape): subject-verb agreement on all-MiniLM-L6-v2")
     print("  Not the paper's setting: a different model (all-MiniLM-L6-v2 with a singular/plural probe "
           "trained here, not bert_uncased_L-6_H-512_A-8's masked-LM head), sentences generated from "
-          "templates (not Linzen et al.'s), and a different graph (fused layer norm and softmax "
-          "Jacobians, a max over the contracted index of each matrix product). Compare the shape, "
-          "not the numbers.")
+          "templates (not Linzen et al.'s), and a different graph (a max over the contracted index "
+          "of each matrix product; the branches in two graphs: fused layer norm and softmax, and both "
+          "from elementary ops as the paper's framework builds them). Compare the shape, not the "
+          "numbers.")
     agr = agreement.run(args.out, sentences=args.sentences, log=log)
     log(f"section 5.2 done in {agr['seconds']:.0f} s on {torch.get_num_threads()} threads (the paper's code: "
         f"200 jobs of 5 sentences, each 16 CPUs x 14 GB): probe accuracy {agr['accuracy']:.3f}")
     print(agr["table"])
-    for png in [syn["png"], syn["path_png"], *agr["pngs"]]:
+    for png in [syn["png"], *syn["path_pngs"], *agr["pngs"]]:
         print(f"wrote {png.resolve()}")
     log("done")
 

@@ -6,6 +6,12 @@ correct class's logit asks, per token, whether the top gradient path leaves the 
 the query, key or value projection or by the skip connection. The paper: at the repeated
 token it leaves by the keys.
 
+The answer depends on how softmax is built. The paper's framework builds it from elementary
+ops, ``exp(x - logsumexp(x))`` (and layer norm from means and squares); with that graph
+(analysis.brunoflow_graph) the top path from the repeated token leaves by the keys, as in the
+paper. With fused softmax, whose Jacobian damps the key's path through the attention weight
+``p`` by ``1 - p``, it leaves by the values. Both are computed and drawn side by side.
+
 Data as semiring-backprop-exps generates it (10,000 examples split 70/10/20: 7000 to train on);
 the model as the paper's (1 layer, hidden 16, 2 heads, dropout 0.2, batch 32; its intermediate
 size, not given, is 64 here). Training departs from the paper's (seed 42, Adam at lr 1e-3) to
@@ -108,7 +114,7 @@ def token_types(data: Split) -> Tensor:
     return types
 
 
-def analyse(model, data: Split, batch: int = 250) -> tuple[Tensor, Tensor]:
+def analyse(model, data: Split, graph: str = "fused", batch: int = 250) -> tuple[Tensor, Tensor]:
     """Mean credited top path value per (token type, branch), and how many tokens of each type."""
     types = token_types(data)
     sums = torch.zeros(len(TOKEN_TYPES), len(analysis.BRANCHES), dtype=torch.float64)
@@ -121,7 +127,8 @@ def analyse(model, data: Split, batch: int = 250) -> tuple[Tensor, Tensor]:
             logits = model(input_ids=ids).logits
             return logits.gather(1, labels[:, None]).squeeze(1)
 
-        (flow,) = analysis.branch_flow(model, correct_logit, analysis.bert_layers(model))
+        with analysis.GRAPHS[graph]():
+            (flow,) = analysis.branch_flow(model, correct_logit, analysis.bert_layers(model))
         credited = flow.credited.double()  # (b, LENGTH, branches)
         for t in range(len(TOKEN_TYPES)):
             mask = types[rows] == t
@@ -130,38 +137,45 @@ def analyse(model, data: Split, batch: int = 250) -> tuple[Tensor, Tensor]:
     return sums / counts[:, None], counts
 
 
-def bar_chart(means: Tensor, path: Path, title: str) -> None:
+def bar_chart(means: dict[str, Tensor], path: Path, title: str) -> None:
+    """One panel per graph: per token type, the mean credited value of each branch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=150)
+    fig, axes = plt.subplots(1, len(means), figsize=(5.2 * len(means), 3.8), dpi=150, squeeze=False)
     width = 0.2
-    for b, name in enumerate(analysis.BRANCHES):
-        xs = [t + (b - 1.5) * width for t in range(len(TOKEN_TYPES))]
-        ax.bar(xs, means[:, b].tolist(), width, label=name)
-    ax.set_xticks(range(len(TOKEN_TYPES)), [f"{t} token" for t in TOKEN_TYPES])
-    ax.set_ylabel("top gradient path value\n(credited to its branch)")
-    ax.set_title(title, fontsize=9)
-    ax.axhline(0, color="black", linewidth=0.5)
-    ax.legend(title="leaves the embeddings by", fontsize=8, title_fontsize=8)
+    for ax, (graph, m) in zip(axes[0], means.items()):
+        for b, name in enumerate(analysis.BRANCHES):
+            xs = [t + (b - 1.5) * width for t in range(len(TOKEN_TYPES))]
+            ax.bar(xs, m[:, b].tolist(), width, label=name)
+        ax.set_xticks(range(len(TOKEN_TYPES)), [f"{t} token" for t in TOKEN_TYPES])
+        ax.set_title(analysis.GRAPH_TITLES[graph], fontsize=9)
+        ax.axhline(0, color="black", linewidth=0.5)
+    axes[0][0].set_ylabel("top gradient path value\n(credited to its branch)")
+    axes[0][-1].legend(title="leaves the embeddings by", fontsize=8, title_fontsize=8)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-def table(means: Tensor, counts: Tensor) -> str:
-    lines = [f"{'token':8} {'count':>6} " + " ".join(f"{b:>8}" for b in analysis.BRANCHES)]
-    for t, name in enumerate(TOKEN_TYPES):
-        lines.append(f"{name:8} {int(counts[t]):>6} " + " ".join(f"{float(v):8.4f}" for v in means[t]))
+def table(means: dict[str, Tensor], counts: Tensor) -> str:
+    lines = []
+    for graph, m in means.items():
+        lines.append(f"{analysis.GRAPH_TITLES[graph]}:")
+        lines.append(f"  {'token':8} {'count':>6} " + " ".join(f"{b:>8}" for b in analysis.BRANCHES))
+        for t, name in enumerate(TOKEN_TYPES):
+            lines.append(f"  {name:8} {int(counts[t]):>6} " + " ".join(f"{float(v):8.4f}" for v in m[t]))
     return "\n".join(lines)
 
 
 def run(out: Path, train_examples: int = 7000, examples: int = 1000, epochs: int = 40,
         seed: int = 1, lr: float = 2e-3, data_seed: int = 42, log=print) -> dict:
-    """Trains, analyses ``examples`` correctly classified validation examples, writes the chart.
-    ``data_seed`` draws the data (the paper's seed), ``seed`` the model and the training."""
+    """Trains, analyses ``examples`` correctly classified validation examples in both graphs,
+    writes the chart and one path per graph. ``data_seed`` draws the data (the paper's seed),
+    ``seed`` the model and the training."""
     started = time.perf_counter()
     torch.manual_seed(seed)
     train_set = first_token_repeated_once(train_examples, data_seed)
@@ -175,23 +189,30 @@ def run(out: Path, train_examples: int = 7000, examples: int = 1000, epochs: int
     chosen = Split(valid.ids[keep], valid.labels[keep], valid.repeat_at[keep])
     log(f"validation accuracy {accuracy:.3f}; analysing {len(keep)} correctly classified examples "
         f"({int(chosen.labels.sum())} with a repeat)")
-    means, counts = analyse(model, chosen)
+    means = {}
+    for graph in analysis.GRAPHS:
+        means[graph], counts = analyse(model, chosen, graph)
     out.mkdir(parents=True, exist_ok=True)
-    # One path in full: from the first analysed example with a repeat, at its repeated token.
+    # One path in full per graph: from the first analysed example with a repeat, at its
+    # repeated token.
     i = int(chosen.labels.nonzero()[0])
-    ids, label = chosen.ids[i:i + 1], chosen.labels[i:i + 1]
-    path = analysis.token_path(model, lambda: model(input_ids=ids).logits[:, int(label)],
-                               analysis.bert_layers(model)[0], 0, int(chosen.repeat_at[i]))
-    (out / "synthetic_path.json").write_text(path.to_json(indent=1))
-    path_png = out / "synthetic_path.png"
-    analysis.path_figure(path, path_png, f"FirstTokenRepeatedOnce: the top path from the repeated token "
-                                         f"(position {int(chosen.repeat_at[i])}) to the correct class's logit")
+    ids, label, at = chosen.ids[i:i + 1], int(chosen.labels[i]), int(chosen.repeat_at[i])
+    paths, path_pngs = {}, []
+    for graph in analysis.GRAPHS:
+        with analysis.GRAPHS[graph]():
+            paths[graph] = analysis.token_path(model, lambda: model(input_ids=ids).logits[:, label],
+                                               analysis.bert_layers(model)[0], 0, at)
+        (out / f"synthetic_path_{graph}.json").write_text(paths[graph].to_json(indent=1))
+        path_pngs.append(out / f"synthetic_path_{graph}.png")
+        analysis.path_figure(paths[graph], path_pngs[-1],
+                             f"FirstTokenRepeatedOnce, {analysis.GRAPH_TITLES[graph]}:\nthe top path from the repeated "
+                             f"token (position {at}) to the correct class's logit")
     png = out / "synthetic_branches.png"
-    bar_chart(means, png, f"FirstTokenRepeatedOnce: where the top path leaves the embeddings\n"
+    bar_chart(means, png, f"FirstTokenRepeatedOnce: where the top path leaves the embeddings "
                           f"({len(keep)} validation examples, max_product, correct class's logit)")
     return {"accuracy": accuracy, "examples": len(keep), "repeats": int(chosen.labels.sum()),
             "means": means, "counts": counts, "table": table(means, counts), "png": png,
-            "path": path, "path_png": path_png, "tokens": ids[0].tolist(), "repeat_at": int(chosen.repeat_at[i]),
+            "paths": paths, "path_pngs": path_pngs, "tokens": ids[0].tolist(), "repeat_at": at,
             "seconds": time.perf_counter() - started}
 
 
@@ -203,7 +224,8 @@ def main() -> None:
     args = p.parse_args()
     result = run(args.out, examples=args.examples, epochs=args.epochs)
     print(result["table"])
-    print(f"wrote {result['png']}")
+    for png in [result["png"], *result["path_pngs"]]:
+        print(f"wrote {png}")
 
 
 if __name__ == "__main__":
