@@ -1,4 +1,4 @@
-"""The README example: top gradient path, entropy and path counts of a small MLP."""
+"""The README example: top gradient path, entropy, path counts and the gradient of the entropy, on a small MLP."""
 import torch
 from torch.autograd import semiring
 
@@ -23,3 +23,8 @@ print("gradient-graph entropy:", semiring.entropy.finalize(h))
 # .backward() works too: .grad holds the semiring's result.
 loss.backward(semiring="counting")
 print("paths from each input:", x.grad)
+
+# Differentiable too (create_graph=True): how the mean entropy moves with the first layer's weights.
+(h,) = torch.autograd.grad(model(x).sum(), x, semiring="log_entropy", create_graph=True)
+(dw,) = torch.autograd.grad(semiring.log_entropy.finalize(h).mean(), model[0].weight)
+print("d mean entropy / d first weight row:", dw[0])
