@@ -51,13 +51,20 @@ class _BrunoflowGraph(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func in self._SOFTMAX:
-            return _softmax(*args, **kwargs)
+            x = args[0]
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            # F.softmax(input, dim, _stacklevel, dtype); torch.softmax(input, dim, dtype).
+            at = 3 if func is torch.nn.functional.softmax else 2
+            dtype = args[at] if len(args) > at else kwargs.get("dtype")
+            if dim is None:
+                dim = torch.nn.functional._get_softmax_dim("softmax", x.dim(), 3)
+            return _softmax(x, dim, dtype)
         if func is torch.nn.functional.layer_norm:
             return _layer_norm(*args, **kwargs)
         return func(*args, **kwargs)
 
 
-def _softmax(x: Tensor, dim: int, _stacklevel: int = 3, dtype: Optional[torch.dtype] = None) -> Tensor:
+def _softmax(x: Tensor, dim: int, dtype: Optional[torch.dtype]) -> Tensor:
     # brunoflow/func/activations.py: exp(log_softmax(x)), log_softmax = x - logsumexp(x).
     if dtype is not None:
         x = x.to(dtype)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.autograd import semiring as S
 
 from conftest import REPO
@@ -130,7 +131,8 @@ def test_brunoflow_graph_changes_the_graph_not_the_values():
     norm = torch.nn.LayerNorm(5, dtype=torch.float64)
     with analysis.brunoflow_graph():
         probs, normed = torch.nn.functional.softmax(x, dim=-1), norm(x)
-        more = (x.softmax(0), torch.softmax(x, 1, dtype=torch.float32))
+        more = (x.softmax(dim=0), torch.softmax(x, 1, torch.float32), F.softmax(x, 1, 3, torch.float32))
     assert torch.allclose(probs, torch.softmax(x, -1)) and torch.allclose(normed, norm(x))
-    assert torch.allclose(more[0], x.softmax(0)) and more[1].dtype == torch.float32
+    assert torch.allclose(more[0], x.softmax(0))
+    assert more[1].dtype == more[2].dtype == torch.float32
     assert probs.grad_fn.name() == "ExpBackward0" and normed.grad_fn.name() == "AddBackward0"
