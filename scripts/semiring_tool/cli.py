@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     bn.add_argument("--samples", type=int, default=120, help="timing: steps per workload and server (a multiple of 24)")
     bn.add_argument("--count-runs", type=int, default=3, help="instructions: callgrind runs per build")
     bn.add_argument("--steps", type=int, default=5, help="instructions: steps counted per workload")
-    sub.add_parser("stats", help="lines added/removed per upstream file and patch").add_argument("--layer")
+    sp = sub.add_parser("stats", help="lines added/removed per upstream file and patch")
+    sp.add_argument("--layer")
+    sp.add_argument("--churn", action="store_true",
+                    help="instead: lines a patch adds that a later patch rewrites (applies the series)")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
@@ -78,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
             if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps):
                 return 1
+        elif args.cmd == "stats" and args.churn:
+            from .churn import measure, report
+            from .base import BASE_TAG
+            tree = series.check(pin)
+            print(report(measure(tree, BASE_TAG), series.read_series()), end="")
         elif args.cmd == "stats":
             from .stats import table
             print(table(layer=args.layer), end="")
