@@ -7,7 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import build, coverage_table, cuda_check, series
+from . import build, coverage_table, cuda_check, series, upstream_lint
+from .base import BASE_TAG
 from .buildroot import ensure_root
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
@@ -108,6 +109,8 @@ def gpu_check_compile(tree: Path) -> int:
 def fast_tier(pin: Pin, pytest_args: list[str], prefix: int | None = None) -> int:
     tree = series.check(pin, upto=prefix)
     rc = codegen(tree)
+    say("upstream's linters on what the series adds (flake8, pyfmt, clang-format, 80 columns)")
+    rc = upstream_lint.command(tree, BASE_TAG) or rc
     if prefix is None:
         rc = gpu_check_compile(tree) or rc
     rc = workflow_check() or rc
