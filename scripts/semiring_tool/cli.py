@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--churn", action="store_true",
                     help="instead: lines a patch adds that a later patch rewrites (applies the series)")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
-    st.add_argument("--write-readme", action="store_true", help="update the table in README.md")
+    st.add_argument("--write", action="store_true", help="update the table in docs/building.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
     ct.add_argument("--write", action="store_true", help="write docs/derivatives-coverage.md")
     mc = sub.add_parser("model-coverage",
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             from .stats import table
             print(table(layer=args.layer), end="")
         elif args.cmd == "status":
-            if args.write_readme:
-                series.write_readme_status()
+            if args.write:
+                series.write_status()
             else:
                 print(series.status_table(), end="")
         elif args.cmd == "coverage-table":

@@ -246,7 +246,7 @@ def check(pin: Pin, patches: Path = PATCHES, upto: int | None = None) -> Path:
 
 
 def status_table(patches: Path = PATCHES) -> str:
-    """The README's upstreaming table, generated from the patch headers."""
+    """docs/building.md's upstreaming table, generated from the patch headers."""
     rows = ["| # | patch | layer | upstream status | forwarded |", "|---|---|---|---|---|"]
     for i, e in enumerate(read_series(patches / "series"), 1):
         h = parse_header((patches / e).read_text())
@@ -255,13 +255,13 @@ def status_table(patches: Path = PATCHES) -> str:
     return "\n".join(rows) + "\n"
 
 
-README_STATUS = re.compile(r"(<!-- status:begin -->\n).*?(<!-- status:end -->)", re.S)
+STATUS_BLOCK = re.compile(r"(<!-- status:begin -->\n).*?(<!-- status:end -->)", re.S)
+STATUS_DOC = REPO / "docs" / "building.md"
 
 
-def readme_with_status(text: str) -> str:
-    return README_STATUS.sub(lambda m: m.group(1) + status_table() + m.group(2), text)
+def with_status(text: str) -> str:
+    return STATUS_BLOCK.sub(lambda m: m.group(1) + status_table() + m.group(2), text)
 
 
-def write_readme_status() -> None:
-    readme = REPO / "README.md"
-    readme.write_text(readme_with_status(readme.read_text()))
+def write_status() -> None:
+    STATUS_DOC.write_text(with_status(STATUS_DOC.read_text()))
