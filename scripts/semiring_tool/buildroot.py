@@ -23,10 +23,10 @@ libgloo-dev libtensorpipe-dev
 """.split()
 
 # OpenBLAS's pthread build keeps a thread pool of its own next to ATen's OpenMP pool; on a few
-# cores each spins while the other works. Measured on this 2-core machine: a 64x256x256 log-space
-# semiring mm (a BLAS product between ATen ops) took 32 ms with it and 0.23 ms with OpenBLAS's
-# OpenMP build, which shares ATen's pool (1024^3 sgemm: 12.4 and 12.5 ms). Debian ranks the
-# pthread build first, so the root selects the OpenMP one for every BLAS/LAPACK alternative.
+# cores each spins while the other works, and a small log-space semiring mm (a BLAS product
+# between ATen ops) slows down by two orders of magnitude. OpenBLAS's OpenMP build shares ATen's
+# pool, at the same large-sgemm speed. Debian ranks the pthread build first, so the root selects
+# the OpenMP one for every BLAS/LAPACK alternative.
 SELECT_OPENMP_BLAS = (
     'arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH) && '
     'for name in libopenblas.so.0 libblas.so.3 liblapack.so.3; do '
