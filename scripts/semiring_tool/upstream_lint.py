@@ -31,7 +31,6 @@ LINT_PACKAGES = [
     # tools/linter/adapters/s3_init_config.json's clang-format, as PyPI's wheel of that release
     "clang-format==17.0.6",
 ]
-LINTERS = ("FLAKE8", "PYFMT", "CLANGFORMAT")
 CXX = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 COLUMNS = 80
 # Code generators' templates: C++ with ${...} placeholders, not for clang-format.
