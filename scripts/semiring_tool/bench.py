@@ -31,6 +31,8 @@ from .progress import Stopwatch, ToolError, say
 BENCH_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 SCRATCH = "/tmp/torch-semiring-bench"
 LIMIT = 0.01  # the target: ordinary backward costs at most 1% more (faster is layout luck, not cost)
+# The command line's defaults (about 15 minutes), which `metrics` runs too.
+BENCH_DEFAULTS = {"groups": 24, "samples": 120, "count_runs": 3, "steps": 5}
 ROLES = (0, 1, 0, 1)  # the lock-step servers: indexes into (patched, unpatched)
 ORDERS = list(itertools.permutations(range(len(ROLES))))
 CONTROL = "control_"  # workloads running no changed code: they show the floor, not the verdict

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from . import series
+from .bench import BENCH_DEFAULTS
 from .config import load_pin
 from .progress import ToolError, say
 
@@ -34,14 +35,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="only the first N patches, as upstream would land them (in the patched tree)")
     bn = sub.add_parser("bench", help="ordinary backward: patched vs unpatched build, side by side")
     bn.add_argument("--measure", choices=("instructions", "time", "both"), default="both")
-    bn.add_argument("--groups", type=int, default=24, help="timing: groups of server processes (6 or more)")
-    bn.add_argument("--samples", type=int, default=120, help="timing: steps per workload and server (a multiple of 24)")
-    bn.add_argument("--count-runs", type=int, default=3, help="instructions: callgrind runs per build")
-    bn.add_argument("--steps", type=int, default=5, help="instructions: steps counted per workload")
+    bn.add_argument("--groups", type=int, default=BENCH_DEFAULTS["groups"],
+                    help="timing: groups of server processes (6 or more)")
+    bn.add_argument("--samples", type=int, default=BENCH_DEFAULTS["samples"],
+                    help="timing: steps per workload and server (a multiple of 24)")
+    bn.add_argument("--count-runs", type=int, default=BENCH_DEFAULTS["count_runs"],
+                    help="instructions: callgrind runs per build")
+    bn.add_argument("--steps", type=int, default=BENCH_DEFAULTS["steps"],
+                    help="instructions: steps counted per workload")
     sp = sub.add_parser("stats", help="lines added/removed per upstream file and patch")
     sp.add_argument("--layer")
     sp.add_argument("--churn", action="store_true",
                     help="instead: lines a patch adds that a later patch rewrites (applies the series)")
+    me = sub.add_parser("metrics", help="every figure of the RFC's Metrics, from one run (needs both builds; "
+                                        "about an hour)")
+    me.add_argument("--write", action="store_true", help="write the tables into the RFC")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write", action="store_true", help="update the table in docs/building.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
@@ -81,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
             if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps):
                 return 1
+        elif args.cmd == "metrics":
+            from .metrics import command as metrics
+            return metrics(pin, write=args.write)
         elif args.cmd == "stats" and args.churn:
             from .churn import measure, report
             from .base import BASE_TAG

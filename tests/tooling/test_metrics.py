@@ -1,0 +1,61 @@
+"""scripts/semiring metrics: the tables it writes into the RFC, from the benchmarks' rows."""
+import pytest
+
+from semiring_tool import metrics
+from semiring_tool.progress import ToolError
+
+SEMIRINGS = ["ordinary", *metrics.SEMIRINGS]
+
+
+def results() -> metrics.Results:
+    cost = []
+    for w in ("mlp_4x256", "bert_L6_H512"):
+        cost += [{"workload": w, "semiring": s, "ms": 10.0 * (i + 1), "ratio": i + 1.0, "baseline": "ordinary",
+                  "peak_mib": 100.0 + i} for i, s in enumerate(SEMIRINGS)]
+    cost.append({"workload": "bert_L6_H512", "semiring": "products", "ms": 4.0, "ratio": 0.4,
+                 "baseline": "ordinary"})
+    cost += [{"workload": "semiring_mm_1024", "semiring": s, "ms": 30.0, "ratio": 3.0, "baseline": "BLAS mm",
+              "peak_mib": 1.0} for s in ("max_plus", "max_product", "log")]
+    paths = {"threads": 2, "off": {"ask_ns": 40.0, "tiny_backward_us": 30.0},
+             "agreement": {"sentences": 1000, "seconds": 200.0, "peak_mib": 900.0},
+             "rows": [{"semiring": s, "backward_ms": 500.0, "recorded_ms": 600.0, "ratio": 1.2, "path_ms": 5.0,
+                       "first_path_ms": 7.0, "steps": 52, "branches_ms": 20.0, "bytes_per_element": 6.5,
+                       "peak_mib": 300.0, "recorded_peak_mib": 400.0} for s in ("max_product", "max_plus")]}
+    second = {"rows": [{"workload": w, "semiring": s, "ms": 5.0, "ratio": 2.5, "peak_mib": 50.0}
+                       for w in ("mlp_4x256", "bert_L2_H128") for s in ("ordinary", "log", "max_product")]}
+    return metrics.Results(
+        revision="commit abc1234 (2026-11-27)", machine="2 x Some CPU, 2026-11-27",
+        real_path=["instructions per step  patched  unpatched  ratio", "chain_2000  1  1  1.00000"],
+        real_path_seconds=900.0, cost={"threads": 2, "rows": cost}, paths=paths, second_order=second,
+        sizes={"wheel": (110, 100)})
+
+
+def test_render_has_every_figure_once_and_fits_the_budget():
+    lines = metrics.render(results())
+    text = "\n".join(lines)
+    assert len(lines) <= metrics.MAX_LINES
+    assert "commit abc1234" in text and "2 x Some CPU" in text
+    assert "chain_2000  1  1  1.00000" in text  # the real path's table, as bench printed it
+    mlp = next(line for line in lines if line.startswith("| mlp_4x256 | ordinary"))
+    cells = [c.strip() for c in mlp.strip("|").split("|")]
+    # ordinary's ms, then one ratio per semiring in the header's order
+    assert cells[2:] == ["10.0", *[f"{j + 2.0:.2f}x" for j in range(len(metrics.SEMIRINGS))]]
+    kernel = next(line for line in lines if line.startswith("| semiring_mm_1024"))
+    assert "BLAS mm" in kernel and kernel.count("3.00x") == 3
+    assert "| max_product | 500 | 1.20x | 5.0 (7.0) | 52 |" in text
+    assert "1000 sentences" in text and "200 s" in text
+    assert "wheel 110 / 100 (+10.0%)" in text
+
+
+def test_render_refuses_a_block_over_the_budget():
+    r = results()
+    r.real_path = ["x"] * metrics.MAX_LINES
+    with pytest.raises(ToolError, match="more than the RFC's"):
+        metrics.render(r)
+
+
+def test_replace_block_keeps_what_is_outside_the_markers():
+    text = f"head\n{metrics.BEGIN}\nold\n{metrics.END}\ntail\n"
+    assert metrics.replace_block(text, ["a", "b"]) == f"head\n{metrics.BEGIN}\na\nb\n{metrics.END}\ntail\n"
+    with pytest.raises(ToolError, match="exactly one"):
+        metrics.replace_block("no markers", ["a"])
