@@ -22,6 +22,7 @@ to the paper's cost. It needs the model package that `scripts/semiring demo` ins
 directory on PYTHONPATH).
 """
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -77,7 +78,7 @@ def peak_mib(semiring: str, record: bool, batch: int, seq: int) -> float:
     return float(out.stdout.split()[-1])
 
 
-def off_cost() -> None:
+def off_cost() -> dict:
     import timeit
 
     from torch.autograd import _semiring_paths
@@ -93,9 +94,10 @@ def off_cost() -> None:
     print(f"off: asking whether a record is open takes {ask * 1e9:.0f} ns per semiring backward call "
           f"({ask / tiny:.2%} of a max_product backward of one node, {tiny * 1e6:.1f} us); ordinary "
           f"backward ({ordinary * 1e6:.1f} us for one node) only sets a local to None and tests it")
+    return {"ask_ns": ask * 1e9, "tiny_backward_us": tiny * 1e6}
 
 
-def agreement_end_to_end(sentences: int) -> None:
+def agreement_end_to_end(sentences: int) -> dict:
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "paper"))
@@ -107,6 +109,7 @@ def agreement_end_to_end(sentences: int) -> None:
           f"{result['seconds']:.0f} s end to end on {torch.get_num_threads()} threads, peak resident "
           f"{status_kib('VmHWM') / 1024:.0f} MiB; the paper's code: 200 jobs of 5 sentences, "
           f"each 16 CPUs x 14 GB")
+    return {"sentences": sentences, "seconds": result["seconds"], "peak_mib": status_kib("VmHWM") / 1024}
 
 
 def main() -> None:
@@ -116,14 +119,16 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--agreement", type=int, nargs="?", const=1000, metavar="SENTENCES",
                    help="also time the section 5.2 workload end to end (default 1000 sentences)")
+    p.add_argument("--json", type=Path, help="also write the rows to this file")
     p.add_argument("--peak-of", nargs=2, metavar=("SEMIRING", "RECORD"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peak_of:
         peak_of(args.peak_of[0], bool(int(args.peak_of[1])), args.batch, args.seq)
         return
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": []}
     if args.agreement:  # first, so that the process's peak is this workload's
-        agreement_end_to_end(args.agreement)
-    off_cost()
+        out["agreement"] = agreement_end_to_end(args.agreement)
+    out["off"] = off_cost()
     model, data, loss, params, last_input = workload(args.batch, args.seq)
     ids = data[0]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, BERT-style encoder "
@@ -145,11 +150,18 @@ def main() -> None:
         rec.branches(last_input)
         branches_s = time.perf_counter() - t0
         mem = rec.memory()
-        print(f"{semiring:12} {times['plain'] * 1e3:12.1f} {times['recorded'] * 1e3:12.1f} "
-              f"{times['recorded'] / times['plain']:6.2f}x {path_s * 1e3:8.1f} {first_s * 1e3:8.1f} {len(path.steps):6d} "
-              f"{branches_s * 1e3:12.1f} {mem['bytes'] / mem['elements']:10.1f} "
-              f"{peak_mib(semiring, False, args.batch, args.seq):9.1f} "
-              f"{peak_mib(semiring, True, args.batch, args.seq):9.1f}", flush=True)
+        r = {"semiring": semiring, "backward_ms": times["plain"] * 1e3, "recorded_ms": times["recorded"] * 1e3,
+             "ratio": times["recorded"] / times["plain"], "path_ms": path_s * 1e3, "first_path_ms": first_s * 1e3,
+             "steps": len(path.steps), "branches_ms": branches_s * 1e3,
+             "bytes_per_element": mem["bytes"] / mem["elements"],
+             "peak_mib": peak_mib(semiring, False, args.batch, args.seq),
+             "recorded_peak_mib": peak_mib(semiring, True, args.batch, args.seq)}
+        out["rows"].append(r)
+        print(f"{semiring:12} {r['backward_ms']:12.1f} {r['recorded_ms']:12.1f} {r['ratio']:6.2f}x "
+              f"{r['path_ms']:8.1f} {r['first_path_ms']:8.1f} {r['steps']:6d} {r['branches_ms']:12.1f} "
+              f"{r['bytes_per_element']:10.1f} {r['peak_mib']:9.1f} {r['recorded_peak_mib']:9.1f}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ log-sum-exp and two weighted means; abs's terms are single products. A profile o
 max_product run: where, masked_fill, eq, fill and div take most of it; no BLAS.
 """
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -114,12 +115,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workloads", nargs="*", default=WORKLOADS, choices=WORKLOADS)
+    p.add_argument("--json", type=Path, help="also write the rows to this file")
     p.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "NAME"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peak_of:
         peak_of(*args.peak_of)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32")
+    rows = []
     for workload in args.workloads:
         fns = runs(workload)
         times = best_times(fns, args.repeat)
@@ -127,12 +130,17 @@ def main() -> None:
         print(f"\n{workload}: semiring backward with create_graph, then the backward of the finalized "
               f"result, against ordinary double backward")
         print(f"{'':12} {'ms':>9} {'ratio':>8} {'no create_graph ms':>19} {'peak MiB':>9}")
-        print(f"{'ordinary':12} {base * 1e3:9.1f} {1.0:7.2f}x {'':>19} {peak_mib(workload, 'ordinary'):9.1f}",
-              flush=True)
+        peak = peak_mib(workload, "ordinary")
+        rows.append({"workload": workload, "semiring": "ordinary", "ms": base * 1e3, "ratio": 1.0, "peak_mib": peak})
+        print(f"{'ordinary':12} {base * 1e3:9.1f} {1.0:7.2f}x {'':>19} {peak:9.1f}", flush=True)
         for name in SEMIRINGS:
-            t = times[name]
-            print(f"{name:12} {t * 1e3:9.1f} {t / base:7.2f}x {times[f'{name} (no create_graph)'] * 1e3:19.1f} "
-                  f"{peak_mib(workload, name):9.1f}", flush=True)
+            t, alone, peak = times[name], times[f"{name} (no create_graph)"], peak_mib(workload, name)
+            rows.append({"workload": workload, "semiring": name, "ms": t * 1e3, "ratio": t / base,
+                         "no_create_graph_ms": alone * 1e3, "peak_mib": peak})
+            print(f"{name:12} {t * 1e3:9.1f} {t / base:7.2f}x {alone * 1e3:19.1f} {peak:9.1f}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                                         "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

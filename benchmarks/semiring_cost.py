@@ -47,6 +47,7 @@ every semiring side by side.
   and 3072), so their rows mix the two forms.
 """
 import argparse
+import json
 import math
 import subprocess
 import sys
@@ -310,8 +311,14 @@ def print_peak_of(workload: str, name: str) -> None:
     print((status_kib("VmHWM") - before) / 1024)
 
 
+# Every row printed, for --json (scripts/semiring metrics reads them).
+ROWS: list[dict] = []
+
+
 def row(workload: str, name: str, t: float, base: float, baseline: str) -> None:
     peak = peak_mib(workload, name)
+    ROWS.append({"workload": workload, "semiring": name, "ms": t * 1e3, "ratio": t / base,
+                 "baseline": baseline, "peak_mib": peak})
     print(f"{workload:18} {name:12} {t * 1e3:10.2f} {t / base:8.2f}x {baseline:14} {peak:9.1f}", flush=True)
 
 
@@ -325,6 +332,7 @@ def main() -> None:
     ap.add_argument("--nodes", nargs="*", metavar="WORKLOAD",
                     help="instead of the table: where each workload's backward spends its time, by "
                          "kind of node, ordinary and every semiring of --semirings")
+    ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peak_of:
@@ -336,6 +344,13 @@ def main() -> None:
             node_times(workload, args.semirings)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
+    table(args)
+    if args.json:
+        args.json.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                                         "rows": ROWS}, indent=1))
+
+
+def table(args: argparse.Namespace) -> None:
     print(f"{'workload':18} {'semiring':12} {'ms':>10} {'ratio':>9} {'baseline':14} {'peak MiB':>9}")
     for workload in (w for w in GRAPHS if w in args.workloads):
         run = GRAPHS[workload]()
@@ -347,6 +362,8 @@ def main() -> None:
         for name in names:
             row(workload, name, times[name], times["ordinary"], "ordinary")
         if "products" in times:
+            ROWS.append({"workload": workload, "semiring": "products", "ms": times["products"] * 1e3,
+                         "ratio": times["products"] / times["ordinary"], "baseline": "ordinary"})
             print(f"{workload:18} {'products':12} {times['products'] * 1e3:10.2f} "
                   f"{times['products'] / times['ordinary']:8.2f}x ordinary", flush=True)
             beside = 3 * (times["ordinary"] - times["products"])

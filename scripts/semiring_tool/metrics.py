@@ -159,11 +159,18 @@ def revision() -> str:
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown CPU")
-    cores = len([line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("processor")])
-    return f"{cores} x {model}, {date.today().isoformat()}"
+    """The CPU as the kernels see it: model, family and model numbers, the widest vector unit."""
+    info = Path("/proc/cpuinfo").read_text().splitlines()
+
+    def field(name: str) -> str:
+        return next((line.split(":", 1)[1].strip() for line in info if line.split(":")[0].strip() == name), "?")
+
+    flags = set(field("flags").split())
+    vector = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    cores = sum(line.startswith("processor") for line in info)
+    model = field("model name") if field("model name") != "?" else platform.processor()
+    return (f"{cores} x {model} (family {field('cpu family')}, model {field('model')}, {vector}), "
+            f"{date.today().isoformat()}")
 
 
 def real_path(pin: Pin) -> tuple[list[str], float]:
