@@ -17,6 +17,7 @@ import math
 import os
 import statistics
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build
@@ -170,8 +171,17 @@ def median_interval(xs: list[float], level: float = 0.95) -> tuple[float, float,
     return statistics.median(xs), xs[j - 1], xs[n - j]
 
 
-def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: int, steps: int) -> bool:
-    """Prints the tables; True when every workload is shown to cost at most LIMIT more."""
+@dataclass
+class BenchResult:
+    within: bool  # every workload shown to cost at most LIMIT more
+    # workload: (median ratio, lowest, highest) of the instruction counts, patched / unpatched
+    instructions: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    # workload: {"patched" or "control": (median ratio, 95% interval low, high)}
+    time: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
+
+
+def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: int, steps: int) -> BenchResult:
+    """Prints the tables and returns their figures."""
     if "time" in measures and groups < 6:
         raise ToolError("--groups must be 6 or more: the time interval is taken over groups")
     br = ensure_root(pin)
@@ -179,6 +189,7 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
     for v in variants:
         if not br.path(build.venv_python(br, v)).exists():
             raise ToolError(f"no installed {v.name} build; run '{v.build_command}' first")
+    result = BenchResult(within=True)
     within = True
     if "instructions" in measures:
         counts = count_instructions(br, variants, count_runs, steps)
@@ -188,6 +199,7 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
             p, u = patched[name], unpatched[name]
             # Bounds: the extreme runs against each other (the counts vary slightly between runs).
             ratio, lo, hi = statistics.median(p) / statistics.median(u), min(p) / max(u), max(p) / min(u)
+            result.instructions[name] = (ratio, lo, hi)
             within &= name.startswith(CONTROL) or hi <= 1 + LIMIT
             print(f"{name:28} {statistics.median(p):14,.0f} {statistics.median(u):14,.0f} {ratio:8.5f}"
                   f"   [{lo:.5f}, {hi:.5f}]")
@@ -200,6 +212,7 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
             cells = []
             for which in ("patched", "control"):
                 median, lo, hi = median_interval(medians[which][name])
+                result.time.setdefault(name, {})[which] = (median, lo, hi)
                 cells.append(f"{median:.4f} [{lo:.4f}, {hi:.4f}]")
                 if which == "patched" and not name.startswith(CONTROL):
                     within &= hi <= 1 + LIMIT
@@ -208,4 +221,5 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
               f"over {groups} groups of 2+2 servers of each group's median over {samples} rounds, with a "
               f"95% interval)")
     print(f"patched costs at most {LIMIT:.0%} more (upper bounds): {'yes' if within else 'not shown'}")
-    return within
+    result.within = within
+    return result

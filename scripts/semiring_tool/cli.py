@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "bench":
             from .bench import bench
             measures = {"instructions", "time"} if args.measure == "both" else {args.measure}
-            if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps):
+            if not bench(pin, measures, args.groups, args.samples, args.count_runs, args.steps).within:
                 return 1
         elif args.cmd == "metrics":
             from .metrics import command as metrics

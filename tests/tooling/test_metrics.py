@@ -2,6 +2,7 @@
 import pytest
 
 from semiring_tool import metrics
+from semiring_tool.bench import BenchResult
 from semiring_tool.progress import ToolError
 
 SEMIRINGS = ["ordinary", *metrics.SEMIRINGS]
@@ -25,7 +26,9 @@ def results() -> metrics.Results:
                        for w in ("mlp_4x256", "bert_L2_H128") for s in ("ordinary", "log", "max_product")]}
     return metrics.Results(
         revision="commit abc1234 (2026-11-27)", machine="2 x Some CPU, 2026-11-27",
-        real_path=["instructions per step  patched  unpatched  ratio", "chain_2000  1  1  1.00000"],
+        real_path=BenchResult(within=True, instructions={"chain_2000": (1.0001, 0.9999, 1.0003)},
+                              time={"chain_2000": {"patched": (1.001, 0.998, 1.004),
+                                                   "control": (1.0, 0.997, 1.002)}}),
         real_path_seconds=900.0, cost={"threads": 2, "rows": cost}, paths=paths, second_order=second,
         sizes={"wheel": (110, 100)})
 
@@ -35,7 +38,8 @@ def test_render_has_every_figure_once_and_fits_the_budget():
     text = "\n".join(lines)
     assert len(lines) <= metrics.MAX_LINES
     assert "commit abc1234" in text and "2 x Some CPU" in text
-    assert "chain_2000  1  1  1.00000" in text  # the real path's table, as bench printed it
+    assert "| chain_2000 | 1.0001 [0.9999, 1.0003] | 1.0010 [0.9980, 1.0040] | 1.0000 [0.9970, 1.0020] |" in text
+    assert "(upper bounds): yes." in text
     mlp = next(line for line in lines if line.startswith("| mlp_4x256 | ordinary"))
     cells = [c.strip() for c in mlp.strip("|").split("|")]
     # ordinary's ms, then one ratio per semiring in the header's order
@@ -49,7 +53,7 @@ def test_render_has_every_figure_once_and_fits_the_budget():
 
 def test_render_refuses_a_block_over_the_budget():
     r = results()
-    r.real_path = ["x"] * metrics.MAX_LINES
+    r.real_path.instructions = {f"w{i}": (1.0, 1.0, 1.0) for i in range(metrics.MAX_LINES)}
     with pytest.raises(ToolError, match="more than the RFC's"):
         metrics.render(r)
 
