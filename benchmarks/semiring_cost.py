@@ -30,14 +30,22 @@ that builds the graph and runs it once, above its resident set just before the r
 With --nodes, instead: where the model families' backward (resnet_w32, lstm_h256,
 qwen2_h256, or the workloads named) spends its time, by kind of node, ordinary backward and
 every semiring side by side.
-* bert_L6_H512 products: ordinary backward's real matrix products (mm, bmm) alone, replayed
-  with the operands they had; `entropy` and `log_entropy` multiply a pair by a real matrix in
-  three such products (P A, then P B + H A in one of twice the depth), so three times this row
-  is their floor, and "beside" prints what <= 3x ordinary leaves them for every other node:
-  3 x (ordinary - products), against what they take there, their time - 3 x products.
+* products, for the model families (bert_L6_H512, resnet_w32, lstm_h256, qwen2_h256,
+  qwen2_eager): the matrix products each backward ran (real mm, bmm, addmm, baddbmm, their
+  out= and in-place forms, convolution_backward; a semiring's kernel: `_semiring_mm_lifted`),
+  replayed alone with the operands they had; the ratio to ordinary backward split into the
+  products' time and the rest's, each against ordinary's whole time. Where the products alone
+  come near the ratio, they bound it: the kernel rows below compare one semiring product with
+  one BLAS product; `entropy` and `log_entropy` multiply a pair by a real matrix in three real
+  products (P A, then P B + H A in one of twice the depth).
 * semiring_mm_1024: the semiring mm kernel on 1024^3 as a rule calls it: a message times a
   real weight matrix (`_semiring_mm_lifted`, what the built-ins' mm rules run); baseline:
   float32 BLAS mm (torch.mm) of the same sizes.
+* plus_1M, step_1M: a semiring's plus of two messages of 2^20 elements, and its step (a
+  message times a real local derivative, `times_lifted`, every elementwise rule's); baselines:
+  ordinary backward's sum of two gradients (add) and its product with the local derivative
+  (mul), float32. Where a family's rest (above) is most of its ratio, these rows are its cost
+  per element.
 * blocked_mm_256: the blocked formulation of the Python default (Semiring.mm, what every
   semiring ran before the kernels) against the kernel, at 256^3 (1024^3 takes minutes).
 * norm_group_4096: the plus-product of one normalization group's messages with its Jacobian
@@ -66,9 +74,7 @@ from proc_status import status_kib
 DTYPE = torch.float32
 ROUND_SECONDS = 0.05
 NORM_GROUPS = 8  # norm_group_*'s times are per group
-# Real products per product of a pair by a real matrix (P A and P B + H A, the second of
-# twice the depth), where the built-in's rules run BLAS.
-THREE_PRODUCTS = ("entropy", "log_entropy")
+FAMILIES = ("bert_L6_H512", "resnet_w32", "lstm_h256", "qwen2_h256", "qwen2_eager")
 
 
 def best_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -172,10 +178,13 @@ def qwen2(batch: int = 4, seq: int = 128, attention: str = "sdpa"):
 
 
 class RecordProducts(TorchDispatchMode):
-    """Records the real matrix products that run under it, with their operands."""
+    """Records the matrix products that run under it, real or a semiring's, with their operands."""
 
-    PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default,
-                torch.ops.aten.addmm.default, torch.ops.aten.baddbmm.default}
+    PRODUCTS = {getattr(op, overload) for op in (torch.ops.aten.mm, torch.ops.aten.bmm, torch.ops.aten.addmm,
+                                                 torch.ops.aten.baddbmm)
+                for overload in ("default", "out")} | {
+        torch.ops.aten.addmm_.default, torch.ops.aten.baddbmm_.default,
+        torch.ops.aten.convolution_backward.default, torch.ops.aten._semiring_mm_lifted.default}
 
     def __init__(self) -> None:
         super().__init__()
@@ -188,15 +197,15 @@ class RecordProducts(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def products_of(run: Callable[[object], object]) -> Callable[[], None]:
-    """Ordinary backward's real products, replayed."""
+def products_of(run: Callable[[object], object], semiring: str | None) -> Callable[[], None]:
+    """The matrix products of one backward (ordinary where `semiring` is None), replayed."""
     with RecordProducts() as recorded:
-        run(None)
-    assert recorded.calls, "ordinary backward ran no matrix product"
+        run(semiring)
+    assert recorded.calls, f"backward in {semiring} ran no matrix product"
 
     def replay() -> None:
         for func, args, kwargs in recorded.calls:
-            func(*args, **kwargs)  # dropped, as backward drops a consumed gradient
+            func(*args, **kwargs)  # dropped, as backward drops a consumed message
     return replay
 
 
@@ -235,7 +244,26 @@ def norm_group(name: str, n: int):
 
 GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert, "resnet_w32": resnet,
           "lstm_h256": lstm, "qwen2_h256": qwen2, "qwen2_eager": partial(qwen2, attention="eager")}
+
+
+def elementwise(name: str, op: str, n: int = 1 << 20):
+    """plus of two messages, or step (times_lifted) of a message and a real tensor; `ordinary`:
+    add or mul of real tensors."""
+    g = torch.Generator().manual_seed(0)
+    a, w = torch.randn(2, n, generator=g, dtype=DTYPE)
+    if name == "ordinary":
+        return (lambda: a + w) if op == "plus" else (lambda: a * w)
+    s = S.builtin_semirings[name]._native
+    m = s.lift_masked(a)
+    if op == "plus":
+        other = s.lift_masked(w)
+        return lambda: s.plus(m, other)
+    return lambda: s.times_lifted(m, w)
+
+
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
+           "plus_1M": lambda name: elementwise(name, "plus"),
+           "step_1M": lambda name: elementwise(name, "step"),
            "blocked_mm_256": lambda name: blocked_mm(name, 256),
            "norm_group_1024": lambda name: norm_group(name, 1024),
            "norm_group_4096": lambda name: norm_group(name, 4096)}
@@ -315,11 +343,12 @@ def print_peak_of(workload: str, name: str) -> None:
 ROWS: list[dict] = []
 
 
-def row(workload: str, name: str, t: float, base: float, baseline: str) -> None:
+def row(workload: str, name: str, t: float, base: float, baseline: str) -> dict:
     peak = peak_mib(workload, name)
     ROWS.append({"workload": workload, "semiring": name, "ms": t * 1e3, "ratio": t / base,
                  "baseline": baseline, "peak_mib": peak})
     print(f"{workload:18} {name:12} {t * 1e3:10.2f} {t / base:8.2f}x {baseline:14} {peak:9.1f}", flush=True)
+    return ROWS[-1]
 
 
 def main() -> None:
@@ -356,27 +385,25 @@ def table(args: argparse.Namespace) -> None:
         run = GRAPHS[workload]()
         names = ["ordinary", *args.semirings]
         fns = {n: partial(run, None if n == "ordinary" else n) for n in names}
-        if workload == "bert_L6_H512":
-            fns["products"] = products_of(run)
+        products = names if workload in FAMILIES else []
+        fns.update({f"products {n}": products_of(run, None if n == "ordinary" else n) for n in products})
         times = best_times(fns, args.repeat)
-        for name in names:
-            row(workload, name, times[name], times["ordinary"], "ordinary")
-        if "products" in times:
-            ROWS.append({"workload": workload, "semiring": "products", "ms": times["products"] * 1e3,
-                         "ratio": times["products"] / times["ordinary"], "baseline": "ordinary"})
-            print(f"{workload:18} {'products':12} {times['products'] * 1e3:10.2f} "
-                  f"{times['products'] / times['ordinary']:8.2f}x ordinary", flush=True)
-            beside = 3 * (times["ordinary"] - times["products"])
-            for name in (n for n in THREE_PRODUCTS if n in times):
-                print(f"{workload:18} {name:12} beside its 3 x products: takes "
-                      f"{(times[name] - 3 * times['products']) * 1e3:.2f} ms, <= 3x ordinary "
-                      f"leaves {beside * 1e3:.2f} ms", flush=True)
+        rows = {name: row(workload, name, times[name], times["ordinary"], "ordinary") for name in names}
+        for name in products:
+            p, base = times[f"products {name}"], times["ordinary"]
+            rows[name].update(products_ms=p * 1e3, products_ratio=p / base, rest_ratio=(times[name] - p) / base)
+            print(f"{workload:18} {name:12} {times[name] / base:5.2f}x ordinary = products {p / base:5.2f}x + "
+                  f"the rest {(times[name] - p) / base:5.2f}x", flush=True)
     if "norms" in args.workloads:
         for name in args.semirings:
             times = best_times({n: one_run(f"norm_group_{n}", name) for n in (1024, 4096)}, args.repeat)
             row("norm_group_4096", name, times[4096] / NORM_GROUPS, times[1024] / NORM_GROUPS, "n=1024")
     if "kernels" not in args.workloads:
         return
+    for workload, baseline in (("plus_1M", "add"), ("step_1M", "mul")):
+        times = best_times({n: one_run(workload, n) for n in ["ordinary", *args.semirings]}, args.repeat)
+        for name in args.semirings:
+            row(workload, name, times[name], times["ordinary"], baseline)
     names = ["BLAS mm", "max_plus", "max_product", "log"]
     times = best_times({n: one_run("semiring_mm_1024", n) for n in names}, args.repeat)
     for name in names:
