@@ -1,7 +1,8 @@
-"""benchmarks/semiring_cost.py's replay of ordinary backward's real products (the floor rows)."""
+"""benchmarks/semiring_cost.py's replay of the matrix products a backward ran (the split rows)."""
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -9,20 +10,27 @@ import semiring_cost as C  # noqa: E402
 
 
 def shapes(calls):
-    return [(str(func), [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
-            for func, args, _ in calls]
+    return sorted((str(func), [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
+                  for func, args, _ in calls)
 
 
-def test_products_replays_the_products_of_ordinary_backward():
+@pytest.mark.parametrize("semiring", [None, "max_product", "entropy"])
+def test_products_replays_the_products_of_the_backward(semiring):
     # backward through a (24 x 16) @ (16 x 8): grad_a = g b^T and grad_b = a^T g
     torch.manual_seed(0)
     a = torch.randn(24, 16, requires_grad=True)
     b = torch.randn(16, 8, requires_grad=True)
     run = C.backward((a.mm(b).tanh()).sum(), [a, b])
-    with C.RecordProducts() as ordinary:
-        run(None)
-    replay = C.products_of(run)
+    with C.RecordProducts() as direct:
+        run(semiring)
+    replay = C.products_of(run, semiring)
     with C.RecordProducts() as replayed:
         replay()
-    assert sorted(shapes(ordinary.calls)) == sorted(shapes(replayed.calls))
-    assert sorted(s for _, s in shapes(replayed.calls)) == [[(16, 24), (24, 8)], [(24, 8), (8, 16)]]
+    assert direct.calls and shapes(direct.calls) == shapes(replayed.calls)
+    if semiring is None:
+        assert sorted(s for _, s in shapes(replayed.calls)) == [[(16, 24), (24, 8)], [(24, 8), (8, 16)]]
+    if semiring == "max_product":
+        # the semiring kernel, once per product: a message (24, 8) + its element (2,) with a
+        # real matrix
+        assert [f for f, _ in shapes(replayed.calls)] == ["aten._semiring_mm_lifted.default"] * 2
+        assert all(s[0] == (24, 8, 2) for _, s in shapes(replayed.calls))
