@@ -190,7 +190,6 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
         if not br.path(build.venv_python(br, v)).exists():
             raise ToolError(f"no installed {v.name} build; run '{v.build_command}' first")
     result = BenchResult(within=True)
-    within = True
     if "instructions" in measures:
         counts = count_instructions(br, variants, count_runs, steps)
         patched, unpatched = (counts[v.name] for v in variants)
@@ -200,7 +199,7 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
             # Bounds: the extreme runs against each other (the counts vary slightly between runs).
             ratio, lo, hi = statistics.median(p) / statistics.median(u), min(p) / max(u), max(p) / min(u)
             result.instructions[name] = (ratio, lo, hi)
-            within &= name.startswith(CONTROL) or hi <= 1 + LIMIT
+            result.within &= name.startswith(CONTROL) or hi <= 1 + LIMIT
             print(f"{name:28} {statistics.median(p):14,.0f} {statistics.median(u):14,.0f} {ratio:8.5f}"
                   f"   [{lo:.5f}, {hi:.5f}]")
         print(f"(callgrind, steady state: median over {count_runs} runs per build of the mean of {steps} steps "
@@ -215,11 +214,10 @@ def bench(pin: Pin, measures: set[str], groups: int, samples: int, count_runs: i
                 result.time.setdefault(name, {})[which] = (median, lo, hi)
                 cells.append(f"{median:.4f} [{lo:.4f}, {hi:.4f}]")
                 if which == "patched" and not name.startswith(CONTROL):
-                    within &= hi <= 1 + LIMIT
+                    result.within &= hi <= 1 + LIMIT
             print(f"{name:28} {cells[0]:>30}   {cells[1]:>30}")
         print(f"(one step's time over its counterpart's step in the same lock-step round, one core: median "
               f"over {groups} groups of 2+2 servers of each group's median over {samples} rounds, with a "
               f"95% interval)")
-    print(f"patched costs at most {LIMIT:.0%} more (upper bounds): {'yes' if within else 'not shown'}")
-    result.within = within
+    print(f"patched costs at most {LIMIT:.0%} more (upper bounds): {'yes' if result.within else 'not shown'}")
     return result
