@@ -154,14 +154,22 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
                       [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args], {}))
     else:
         say(f"project tests (tests/feature) not run: they need the whole series, this is {v.local_version}")
+    # Each file the prefix carries, and its tests of the CPU kernels again on every copy of them
+    # below the machine's best, which the dispatcher runs (what machines without AVX512 or AVX2
+    # run), by asking for them.
+    kernel_tests = []
+    test_kernels = f"{tree}/test/test_semiring_kernels.py"
+    if br.path(test_kernels).exists():
+        steps.append(("the kernels' tests in the patch (test/test_semiring_kernels.py)", [py, test_kernels], {}))
+        kernel_tests.append(("test/test_semiring_kernels.py", [py, test_kernels]))
     test_semiring = f"{tree}/test/autograd/test_semiring.py"
     if br.path(test_semiring).exists():
         steps.append(("upstream-style tests in the patch (test/autograd/test_semiring.py)", [py, test_semiring], {}))
-        # The dispatcher runs one copy of the CPU kernels, the machine's best; the others
-        # (what machines without AVX512 or AVX2 run) are tested by asking for them.
-        for capability in lower_cpu_capabilities():
-            steps.append((f"the kernel tests (TestSemiringKernels) on the {capability} copy of the CPU kernels",
-                          [py, test_semiring, "TestSemiringKernels"], {"ATEN_CPU_CAPABILITY": capability}))
+        kernel_tests.append(("TestSemiringKernels of test_semiring.py", [py, test_semiring, "TestSemiringKernels"]))
+    for capability in lower_cpu_capabilities():
+        for label, argv in kernel_tests:
+            steps.append((f"{label} on the {capability} copy of the CPU kernels", argv,
+                          {"ATEN_CPU_CAPABILITY": capability}))
     for label, argv, extra_env in steps:
         say(label)
         proc = subprocess.run(br.command(argv, cwd="/tmp", env={**env, **extra_env}, binds={REPO: "/repo"}))
