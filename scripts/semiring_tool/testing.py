@@ -158,6 +158,10 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
     # below the machine's best, which the dispatcher runs (what machines without AVX512 or AVX2
     # run), by asking for them.
     kernel_tests = []
+    test_engine = f"{tree}/test/autograd/test_semiring_engine.py"
+    if br.path(test_engine).exists():
+        steps.append(("the engine's tests in the patch (test/autograd/test_semiring_engine.py: builds a "
+                      "C++ extension)", [py, test_engine], {}))
     test_kernels = f"{tree}/test/test_semiring_kernels.py"
     if br.path(test_kernels).exists():
         steps.append(("the kernels' tests in the patch (test/test_semiring_kernels.py)", [py, test_kernels], {}))
