@@ -87,6 +87,7 @@ def render(r: Results) -> list[str]:
         "| workload | baseline | baseline ms | " + " | ".join(SEMIRINGS) + " |",
         "|---|---|--:|" + "--:|" * len(SEMIRINGS),
     ]
+
     def ratios(w: str) -> str:
         return " | ".join(_ratio(by[w, s]["ratio"]) if (w, s) in by else "" for s in SEMIRINGS)
 
