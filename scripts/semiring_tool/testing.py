@@ -154,22 +154,20 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
                       [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args], {}))
     else:
         say(f"project tests (tests/feature) not run: they need the whole series, this is {v.local_version}")
-    # Each file the prefix carries, and its tests of the CPU kernels again on every copy of them
-    # below the machine's best, which the dispatcher runs (what machines without AVX512 or AVX2
-    # run), by asking for them.
+    # The tests the prefix carries; those of the CPU kernels run again on every copy of the
+    # kernels below the machine's best, which the dispatcher runs (what machines without AVX512
+    # or AVX2 run), by asking for them. (file, what it tests, its kernel tests' arguments.)
+    carried = [("test/autograd/test_semiring_engine.py", "the engine (builds a C++ extension)", None),
+               ("test/test_semiring_kernels.py", "the kernels", []),
+               ("test/autograd/test_semiring.py", "the rules and the Python API", ["TestSemiringKernels"])]
     kernel_tests = []
-    test_engine = f"{tree}/test/autograd/test_semiring_engine.py"
-    if br.path(test_engine).exists():
-        steps.append(("the engine's tests in the patch (test/autograd/test_semiring_engine.py: builds a "
-                      "C++ extension)", [py, test_engine], {}))
-    test_kernels = f"{tree}/test/test_semiring_kernels.py"
-    if br.path(test_kernels).exists():
-        steps.append(("the kernels' tests in the patch (test/test_semiring_kernels.py)", [py, test_kernels], {}))
-        kernel_tests.append(("test/test_semiring_kernels.py", [py, test_kernels]))
-    test_semiring = f"{tree}/test/autograd/test_semiring.py"
-    if br.path(test_semiring).exists():
-        steps.append(("upstream-style tests in the patch (test/autograd/test_semiring.py)", [py, test_semiring], {}))
-        kernel_tests.append(("TestSemiringKernels of test_semiring.py", [py, test_semiring, "TestSemiringKernels"]))
+    for path, what, kernel_args in carried:
+        test = f"{tree}/{path}"
+        if not br.path(test).exists():
+            continue
+        steps.append((f"upstream-style tests in the patch: {path} ({what})", [py, test], {}))
+        if kernel_args is not None:
+            kernel_tests.append((" ".join([path, *kernel_args]), [py, test, *kernel_args]))
     for capability in lower_cpu_capabilities():
         for label, argv in kernel_tests:
             steps.append((f"{label} on the {capability} copy of the CPU kernels", argv,
