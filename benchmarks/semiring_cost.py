@@ -29,7 +29,9 @@ that builds the graph and runs it once, above its resident set just before the r
 
 With --nodes, instead: where the model families' backward (resnet_w32, lstm_h256,
 qwen2_h256, or the workloads named) spends its time, by kind of node, ordinary backward and
-every semiring side by side.
+every semiring side by side. With --ops, instead: the same by ATen op, each op timed where it
+runs (inclusive of what it calls), with the elements it writes: what the rest of a ratio
+(below) is made of.
 * products, for the model families (bert_L6_H512, resnet_w32, lstm_h256, qwen2_h256,
   qwen2_eager): the matrix products each backward ran (real mm, bmm, addmm, baddbmm, their
   out= and in-place forms, convolution_backward; a semiring's kernel: `_semiring_mm_lifted`),
@@ -68,6 +70,7 @@ from typing import Callable
 import torch
 from torch.autograd import semiring as S
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from proc_status import status_kib
 
@@ -332,6 +335,61 @@ def node_times(workload: str, names: list[str], repeat: int = 3) -> None:
         f"{(whole[n] - sum(per[n].values())) * 1e3:12.2f}" for n in whole))
 
 
+class TimeOps(TorchDispatchMode):
+    """Times every ATen op that runs under it, where it runs, and counts the elements it writes
+    (none for a view).
+
+    The time of an op includes the ops it calls (they run below the mode), so the ops' times
+    do not overlap; what the engine and the rules do between ops is not in them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: Counter = Counter()
+        self.calls: Counter = Counter()
+        self.elements: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        t0 = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.seconds[func] += time.perf_counter() - t0
+        self.calls[func] += 1
+        returns = func._schema.returns
+        outs = out if len(returns) > 1 else (out,)
+        # A view writes nothing; an in-place or out= op writes its (aliased) result.
+        self.elements[func] += sum(t.numel() for ret, o in zip(returns, outs)
+                                   if ret.alias_info is None or ret.alias_info.is_write
+                                   for t in tree_leaves(o) if isinstance(t, torch.Tensor))
+        return out
+
+
+def op_times(workload: str, names: list[str], repeat: int = 3) -> None:
+    """Where a workload's backward spends its time, by ATen op: ms per backward (the mean of
+    `repeat` runs under TimeOps, after a warm-up) and millions of elements written, ordinary
+    backward and each semiring side by side; the whole backward timed without the mode."""
+    run = GRAPHS[workload]()
+    runs = {name: partial(run, None if name == "ordinary" else name) for name in ["ordinary", *names]}
+    whole = best_times(runs, repeat)
+    per: dict[str, TimeOps] = {}
+    for name, fn in runs.items():
+        fn()
+        with TimeOps() as timed:
+            for _ in range(repeat):
+                fn()
+        per[name] = timed
+    print(f"{workload}: ms per backward (Melements written) by ATen op, timed where it runs; "
+          "the whole backward, untimed: " + ", ".join(f"{n} {whole[n] * 1e3:.1f}" for n in whole))
+    print(f"{'op':36} " + " ".join(f"{n:>16}" for n in whole))
+    ops = set().union(*(t.seconds for t in per.values()))
+    for op in sorted(ops, key=lambda o: -max(t.seconds[o] for t in per.values()))[:14]:
+        print(f"{str(op).removeprefix('aten.'):36} " + " ".join(
+            f"{per[n].seconds[op] / repeat * 1e3:8.2f} ({per[n].elements[op] / repeat / 1e6:5.1f})"
+            for n in whole))
+    print(f"{'every op':36} " + " ".join(
+        f"{sum(per[n].seconds.values()) / repeat * 1e3:8.2f} ({sum(per[n].elements.values()) / repeat / 1e6:5.1f})"
+        for n in whole))
+
+
 def print_peak_of(workload: str, name: str) -> None:
     fn = one_run(workload, name)
     before = status_kib("VmRSS")
@@ -361,17 +419,20 @@ def main() -> None:
     ap.add_argument("--nodes", nargs="*", metavar="WORKLOAD",
                     help="instead of the table: where each workload's backward spends its time, by "
                          "kind of node, ordinary and every semiring of --semirings")
+    ap.add_argument("--ops", nargs="*", metavar="WORKLOAD",
+                    help="instead of the table: the same by ATen op, with the elements each writes")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peak_of:
         print_peak_of(*args.peak_of)
         return
-    if args.nodes is not None:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
-        for workload in args.nodes or [w for w in GRAPHS if w in ("resnet_w32", "lstm_h256", "qwen2_h256")]:
-            node_times(workload, args.semirings)
-        return
+    for breakdown, by in ((args.nodes, node_times), (args.ops, op_times)):
+        if breakdown is not None:
+            print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
+            for workload in breakdown or ("resnet_w32", "lstm_h256", "qwen2_h256"):
+                by(workload, args.semirings)
+            return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
     table(args)
     if args.json:

@@ -34,3 +34,32 @@ def test_products_replays_the_products_of_the_backward(semiring):
         # real matrix
         assert [f for f, _ in shapes(replayed.calls)] == ["aten._semiring_mm_lifted.default"] * 2
         assert all(s[0] == (24, 8, 2) for _, s in shapes(replayed.calls))
+
+
+@pytest.mark.parametrize("semiring", [None, "max_product"])
+def test_time_ops_counts_each_op_of_the_backward_and_what_it_writes(semiring):
+    torch.manual_seed(0)
+    a = torch.randn(24, 16, requires_grad=True)
+    b = torch.randn(16, 8, requires_grad=True)
+    run = C.backward((a.mm(b).tanh()).sum(), [a, b])
+    with C.TimeOps() as timed:
+        run(semiring)
+        run(semiring)
+    products = {f: n for f, n in timed.calls.items() if f in C.RecordProducts.PRODUCTS}
+    assert sum(products.values()) == 4  # grad_a and grad_b, twice
+    # what the products write: the two gradients (real) or messages (a pair per element)
+    per_element = 1 if semiring is None else 2
+    assert sum(timed.elements[f] for f in products) == 2 * per_element * (24 * 16 + 16 * 8)
+    assert all(timed.seconds[f] > 0 for f in timed.calls)
+    assert len(timed.calls) > len(products)  # tanh's step, the seed: ops beside the products
+
+
+def test_time_ops_counts_nothing_written_by_a_view_and_the_result_of_an_in_place_op():
+    x = torch.randn(8, 4)
+    with C.TimeOps() as timed:
+        x.t()
+        x.add_(1)
+        torch.add(x, 1, out=torch.empty(8, 4))
+    assert timed.elements[torch.ops.aten.t.default] == 0
+    assert timed.elements[torch.ops.aten.add_.Tensor] == 32
+    assert timed.elements[torch.ops.aten.add.out] == 32
