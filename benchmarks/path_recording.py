@@ -11,6 +11,10 @@ is built once and kept). For max_product and max_plus, side by side in one run (
   stream entering the last layer (every element);
 * memory: what the recording holds (bytes per semiring element of the messages nodes
   received) and the peak resident set of one run in a fresh process, with and without;
+* the allocator: the two backwards again in a fresh process whose glibc malloc keeps the memory
+  it frees (KEEP_FREED_MEMORY). A record keeps the messages, so the engine cannot reuse their
+  memory for the next ones: with glibc's defaults, which hand large freed blocks back to the
+  kernel, every message of a recorded backward is fresh pages, faulted in and zeroed;
 * off: what a backward outside record_paths() runs of it: a semiring backward asks whether a
   record is open (timed per call, against the smallest semiring backward, of one node);
   ordinary backward sets a local to None and tests it twice.
@@ -23,6 +27,7 @@ directory on PYTHONPATH).
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,6 +42,10 @@ from proc_status import status_kib  # noqa: E402
 from semiring_cost import best_times  # noqa: E402
 
 DTYPE = torch.float32
+# glibc malloc told to keep what it frees: a fixed mmap threshold (blocks under 32 MiB come from
+# the heap), a heap that is never trimmed, and grown 1 GiB at a time.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+                     "MALLOC_TOP_PAD_": str(1 << 30)}
 
 
 def workload(batch: int, seq: int):
@@ -58,6 +67,36 @@ def recorded(model, loss, params, semiring: str):
     with S.record_paths(model) as rec:
         torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True)
     return rec
+
+
+def recording_times(model, loss, params, semiring: str, repeat: int) -> dict[str, float]:
+    """The best time of the semiring backward without recording ("plain") and inside
+    record_paths() ("recorded")."""
+    return best_times({
+        "plain": lambda: torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True),
+        "recorded": lambda: recorded(model, loss, params, semiring),
+    }, repeat)
+
+
+def print_ratios(repeat: int, batch: int, seq: int) -> None:
+    """recording_times of both semirings, as json (the allocator's row, in a fresh process)."""
+    model, _, loss, params, _ = workload(batch, seq)
+    print(json.dumps({s: recording_times(model, loss, params, s, repeat) for s in ("max_product", "max_plus")}))
+
+
+def kept_freed_memory(repeat: int, batch: int, seq: int) -> dict:
+    import subprocess
+
+    out = subprocess.run([sys.executable, __file__, "--ratios-only", "--repeat", str(repeat), "--batch",
+                          str(batch), "--seq", str(seq)], env={**os.environ, **KEEP_FREED_MEMORY},
+                         capture_output=True, text=True, check=True)
+    times = json.loads(out.stdout.splitlines()[-1])
+    print("glibc keeping the memory it frees (" + " ".join(f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items())
+          + "), a fresh process: " + ", ".join(
+              f"{s} {t['recorded'] / t['plain']:.2f}x ({t['plain'] * 1e3:.1f} ms, recorded {t['recorded'] * 1e3:.1f} ms)"
+              for s, t in times.items()))
+    return {s: {"backward_ms": t["plain"] * 1e3, "recorded_ms": t["recorded"] * 1e3,
+                "ratio": t["recorded"] / t["plain"]} for s, t in times.items()}
 
 
 def peak_of(semiring: str, record: bool, batch: int, seq: int) -> None:
@@ -121,9 +160,13 @@ def main() -> None:
                    help="also time the section 5.2 workload end to end (default 1000 sentences)")
     p.add_argument("--json", type=Path, help="also write the rows to this file")
     p.add_argument("--peak-of", nargs=2, metavar=("SEMIRING", "RECORD"), help=argparse.SUPPRESS)
+    p.add_argument("--ratios-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peak_of:
         peak_of(args.peak_of[0], bool(int(args.peak_of[1])), args.batch, args.seq)
+        return
+    if args.ratios_only:
+        print_ratios(args.repeat, args.batch, args.seq)
         return
     out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": []}
     if args.agreement:  # first, so that the process's peak is this workload's
@@ -136,10 +179,7 @@ def main() -> None:
     print(f"{'semiring':12} {'backward ms':>12} {'recorded ms':>12} {'ratio':>7} {'path ms':>8} {'first':>8} "
           f"{'steps':>6} {'branches ms':>12} {'B/element':>10} {'peak MiB':>9} {'rec. peak':>9}")
     for semiring in ("max_product", "max_plus"):
-        times = best_times({
-            "plain": lambda: torch.autograd.grad(loss, params, semiring=semiring, retain_graph=True),
-            "recorded": lambda: recorded(model, loss, params, semiring),
-        }, args.repeat)
+        times = recording_times(model, loss, params, semiring, args.repeat)
         rec = recorded(model, loss, params, semiring)
         row = int(ids[0, 5])
         t0 = time.perf_counter()
@@ -160,6 +200,7 @@ def main() -> None:
         print(f"{semiring:12} {r['backward_ms']:12.1f} {r['recorded_ms']:12.1f} {r['ratio']:6.2f}x "
               f"{r['path_ms']:8.1f} {r['first_path_ms']:8.1f} {r['steps']:6d} {r['branches_ms']:12.1f} "
               f"{r['bytes_per_element']:10.1f} {r['peak_mib']:9.1f} {r['recorded_peak_mib']:9.1f}", flush=True)
+    out["kept_freed_memory"] = kept_freed_memory(args.repeat, args.batch, args.seq)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
