@@ -36,9 +36,11 @@ def main() -> None:
         f"{syn['examples']} examples analysed ({syn['repeats']} with a repeat)")
     print(syn["table"])
     for graph, path in syn["paths"].items():
-        print(f"the top path from the repeated token (position {syn['repeat_at']}) of {syn['tokens']}, "
-              f"its strongest unit entering the layer, to the correct class's logit; "
-              f"{analysis.GRAPH_TITLES[graph]}:")
+        shown = syn["shown"][graph]
+        print(f"{analysis.GRAPH_TITLES[graph]}: the top path from the repeated token (position "
+              f"{shown['repeat_at']}) of example {shown['example']}, {shown['tokens']}, its strongest unit "
+              f"entering the layer, to the correct class's logit; the first example whose repeated "
+              f"token leaves by the branch that wins there on average, the {shown['branch']}:")
         print(analysis.describe(path))
     log("section 5.2 (shape): subject-verb agreement on all-MiniLM-L6-v2")
     print("  Not the paper's setting: a different model (all-MiniLM-L6-v2 with a singular/plural probe "
