@@ -14,13 +14,17 @@ def shapes(calls):
                   for func, args, _ in calls)
 
 
-@pytest.mark.parametrize("semiring", [None, "max_product", "entropy"])
-def test_products_replays_the_products_of_the_backward(semiring):
-    # backward through a (24 x 16) @ (16 x 8): grad_a = g b^T and grad_b = a^T g
+def mm_tanh_backward():
+    """backward through tanh of a (24 x 16) @ (16 x 8): grad_a = g b^T and grad_b = a^T g."""
     torch.manual_seed(0)
     a = torch.randn(24, 16, requires_grad=True)
     b = torch.randn(16, 8, requires_grad=True)
-    run = C.backward((a.mm(b).tanh()).sum(), [a, b])
+    return C.backward((a.mm(b).tanh()).sum(), [a, b])
+
+
+@pytest.mark.parametrize("semiring", [None, "max_product", "entropy"])
+def test_products_replays_the_products_of_the_backward(semiring):
+    run = mm_tanh_backward()
     with C.RecordProducts() as direct:
         run(semiring)
     replay = C.products_of(run, semiring)
@@ -38,10 +42,7 @@ def test_products_replays_the_products_of_the_backward(semiring):
 
 @pytest.mark.parametrize("semiring", [None, "max_product"])
 def test_time_ops_counts_each_op_of_the_backward_and_what_it_writes(semiring):
-    torch.manual_seed(0)
-    a = torch.randn(24, 16, requires_grad=True)
-    b = torch.randn(16, 8, requires_grad=True)
-    run = C.backward((a.mm(b).tanh()).sum(), [a, b])
+    run = mm_tanh_backward()
     with C.TimeOps() as timed:
         run(semiring)
         run(semiring)
