@@ -39,13 +39,9 @@ from torch.autograd import semiring as S
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import reference_models as M  # noqa: E402
 from proc_status import status_kib  # noqa: E402
-from semiring_cost import best_times  # noqa: E402
+from semiring_cost import KEEP_FREED_MEMORY, best_times  # noqa: E402
 
 DTYPE = torch.float32
-# glibc malloc told to keep what it frees: a fixed mmap threshold (blocks under 32 MiB come from
-# the heap), a heap that is never trimmed, and grown 1 GiB at a time.
-KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
-                     "MALLOC_TOP_PAD_": str(1 << 30)}
 
 
 def workload(batch: int, seq: int):

@@ -55,10 +55,14 @@ runs (inclusive of what it calls), with the elements it writes: what the rest of
   baseline: the same semiring at 1024. Work in O(n^2) grows 16x from 1024 to 4096, in
   O(n log n) 4.8x; max_product and max_plus take 1024 entry by entry (they divide from 2048
   and 3072), so their rows mix the two forms.
+* --keep-freed-memory: the same in a process whose glibc malloc keeps the memory it frees
+  (KEEP_FREED_MEMORY). With glibc's defaults, the temporaries of a pair semiring's rules can
+  be fresh pages on every backward (docs/design.md: the allocator's cost).
 """
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -76,6 +80,10 @@ from proc_status import status_kib
 
 DTYPE = torch.float32
 ROUND_SECONDS = 0.05
+# glibc malloc told to keep what it frees: a fixed mmap threshold (blocks under 32 MiB come from
+# the heap), a heap that is never trimmed, and grown 1 GiB at a time.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+                     "MALLOC_TOP_PAD_": str(1 << 30)}
 NORM_GROUPS = 8  # norm_group_*'s times are per group
 FAMILIES = ("bert_L6_H512", "resnet_w32", "lstm_h256", "qwen2_h256", "qwen2_eager")
 
@@ -409,6 +417,10 @@ def row(workload: str, name: str, t: float, base: float, baseline: str) -> dict:
     return ROWS[-1]
 
 
+def keeps_freed_memory() -> bool:
+    return all(os.environ.get(k) == v for k, v in KEEP_FREED_MEMORY.items())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
@@ -422,8 +434,14 @@ def main() -> None:
     ap.add_argument("--ops", nargs="*", metavar="WORKLOAD",
                     help="instead of the table: the same by ATen op, with the elements each writes")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="run in a process whose glibc malloc keeps the memory it frees (" +
+                         " ".join(f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()) + ")")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.keep_freed_memory and not keeps_freed_memory():
+        # The settings are read when the process starts.
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **KEEP_FREED_MEMORY})
     if args.peak_of:
         print_peak_of(*args.peak_of)
         return
@@ -433,7 +451,8 @@ def main() -> None:
             for workload in breakdown or ("resnet_w32", "lstm_h256", "qwen2_h256"):
                 by(workload, args.semirings)
             return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}"
+          + (", glibc keeping the memory it frees" if keeps_freed_memory() else ""))
     table(args)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),

@@ -1,4 +1,7 @@
-"""benchmarks/semiring_cost.py's replay of the matrix products a backward ran (the split rows)."""
+"""benchmarks/semiring_cost.py's instruments: the replay of the matrix products a backward ran
+(the split rows), TimeOps (--ops) and --keep-freed-memory."""
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,3 +67,15 @@ def test_time_ops_counts_nothing_written_by_a_view_and_the_result_of_an_in_place
     assert timed.elements[torch.ops.aten.t.default] == 0
     assert timed.elements[torch.ops.aten.add_.Tensor] == 32
     assert timed.elements[torch.ops.aten.add.out] == 32
+
+
+def test_keep_freed_memory_runs_the_table_in_a_process_with_glibc_told_so():
+    script = Path(C.__file__)
+    args = [sys.executable, str(script), "--workloads", "chain_1000", "--semirings", "log", "--repeat", "1"]
+    env = {k: v for k, v in os.environ.items() if k not in C.KEEP_FREED_MEMORY}
+    plain = subprocess.run(args, capture_output=True, text=True, check=True, env=env, cwd=script.parent)
+    kept = subprocess.run([*args, "--keep-freed-memory"], capture_output=True, text=True, check=True,
+                          env=env, cwd=script.parent)
+    assert "glibc keeping the memory it frees" not in plain.stdout
+    assert "glibc keeping the memory it frees" in kept.stdout.splitlines()[0]
+    assert any(line.startswith("chain_1000") and " log " in line for line in kept.stdout.splitlines())
