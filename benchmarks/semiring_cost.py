@@ -84,6 +84,8 @@ ROUND_SECONDS = 0.05
 # the heap), a heap that is never trimmed, and grown 1 GiB at a time.
 KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
                      "MALLOC_TOP_PAD_": str(1 << 30)}
+KEPT_FREED_MEMORY = "glibc keeping the memory it frees (" + " ".join(
+    f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()) + ")"
 NORM_GROUPS = 8  # norm_group_*'s times are per group
 FAMILIES = ("bert_L6_H512", "resnet_w32", "lstm_h256", "qwen2_h256", "qwen2_eager")
 
@@ -435,8 +437,7 @@ def main() -> None:
                     help="instead of the table: the same by ATen op, with the elements each writes")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("--keep-freed-memory", action="store_true",
-                    help="run in a process whose glibc malloc keeps the memory it frees (" +
-                         " ".join(f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()) + ")")
+                    help=f"run in a process with {KEPT_FREED_MEMORY}")
     ap.add_argument("--peak-of", nargs=2, metavar=("WORKLOAD", "SEMIRING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.keep_freed_memory and not keeps_freed_memory():
@@ -452,7 +453,7 @@ def main() -> None:
                 by(workload, args.semirings)
             return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {DTYPE}"
-          + (", glibc keeping the memory it frees" if keeps_freed_memory() else ""))
+          + (f", {KEPT_FREED_MEMORY}" if keeps_freed_memory() else ""))
     table(args)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
