@@ -51,6 +51,31 @@ def _ratio(x: float) -> str:
     return f"{x:.2f}x"
 
 
+def _bounds(by: dict, over: list[dict]) -> str:
+    """What bounds the rows above BOUND, from the same run (docs/design.md, "What a semiring
+    backward costs"): ordinary's own products, which a semiring's products exceed by at least its
+    kernel's ratio (or three real products for the entropy pair); and log_entropy against entropy,
+    the same semiring, rules and products in linear space, whose difference is the log space's
+    exponential and logarithm per element of every plus and step (plus_1M prices one)."""
+    text = ""
+    works = [w for w in dict.fromkeys(x["workload"] for x in over)
+             if "products_ratio" in by.get((w, "ordinary"), {})]
+    if works:
+        text += " Ordinary backward's own products: " + ", ".join(
+            f"{w} {_ratio(by[w, 'ordinary']['products_ratio'])}" for w in works) + "."
+    pairs = [(x, by[x["workload"], "entropy"]) for x in over
+             if x["semiring"] == "log_entropy" and (x["workload"], "entropy") in by]
+    if pairs:
+        text += (" log_entropy against entropy, the same semiring in linear space: " + ", ".join(
+            f"{x['workload']} {_ratio(x['ratio'])} against {_ratio(e['ratio'])}" for x, e in pairs))
+        plus = [by["plus_1M", s] for s in ("entropy", "log_entropy") if ("plus_1M", s) in by]
+        if len(plus) == 2:
+            text += (f" (a plus per element: {_ratio(plus[1]['ratio'])} an add, entropy's "
+                     f"{_ratio(plus[0]['ratio'])})")
+        text += "."
+    return text
+
+
 def render(r: Results) -> list[str]:
     """The Metrics block (markdown), at most MAX_LINES lines."""
     lines = [
@@ -106,6 +131,7 @@ def render(r: Results) -> list[str]:
                  "and the rest, each against ordinary backward: " + "; ".join(
                      f"{x['workload']} {x['semiring']} {_ratio(x['ratio'])} = products "
                      f"{_ratio(x['products_ratio'])} + rest {_ratio(x['rest_ratio'])}" for x in over) + ".")
+        note += _bounds(by, over)
     lines += ["", note]
 
     p = r.paths

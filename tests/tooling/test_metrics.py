@@ -56,6 +56,9 @@ def test_render_has_every_figure_once_and_fits_the_budget():
     assert "bert_L6_H512 entropy 8.00x = products 4.00x + rest 4.00x" in split
     assert "bert_L6_H512 max_plus 6.00x = products 3.00x + rest 3.00x" in split
     assert split.count(" = products ") == 4 and "mlp_4x256" not in split
+    # what bounds them, from the same rows: ordinary's products, log_entropy against entropy
+    assert "Ordinary backward's own products: bert_L6_H512 0.50x." in split
+    assert "log_entropy against entropy, the same semiring in linear space: bert_L6_H512 9.00x against 8.00x" in split
 
 
 def test_render_refuses_a_block_over_the_budget():
