@@ -1,9 +1,9 @@
 """The reference models of the semiring work: random weights, nothing downloaded.
 
 Shared by the tests (tests/feature/test_reference_models.py), the coverage report
-(`scripts/semiring coverage`) and the benchmark (benchmarks/bert_semiring.py). Each entry of
-MODELS builds a model and a batch and returns the scalar loss whose backward is studied, and
-the tensors it is taken with respect to (the model's parameters and float inputs).
+(`scripts/semiring model-coverage`) and the benchmarks in benchmarks/. Each entry of MODELS
+builds a model and a batch and returns the scalar loss whose backward is studied, and the
+tensors it is taken with respect to (the model's parameters and float inputs).
 
 The torch.nn models are written the way research code writes them (nn.Linear, F.* calls,
 masks by masked_fill, heads by view/transpose); the Hugging Face ones are the library's own
