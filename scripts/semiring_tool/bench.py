@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import build
 from .build import Variant
-from .buildroot import BuildRoot, ensure_root
+from .buildroot import REPO_BIND, BuildRoot, ensure_root
 from .config import REPO, Pin
 from .progress import Stopwatch, ToolError, say
 
@@ -40,8 +40,8 @@ CONTROL = "control_"  # workloads running no changed code: they show the floor, 
 
 
 def _benchmark(br: BuildRoot, name: str) -> str:
-    """Where benchmarks/`name` appears to the build's python (the repository is bound at /repo)."""
-    return f"{br.expose(REPO, '/repo')}/benchmarks/{name}"
+    """Where benchmarks/`name` appears to the build's python (the repository is at its own path)."""
+    return f"{REPO}/benchmarks/{name}"
 
 
 def _check_version(result: dict, v: Variant) -> None:
@@ -57,7 +57,7 @@ def count_instructions(br: BuildRoot, variants: list[Variant], runs: int,
     markers, dumps = f"{SCRATCH}/callgrind_markers.so", f"{SCRATCH}/callgrind"
     br.run(["sh", "-c", f"rm -rf {dumps} && mkdir -p {dumps}"])
     br.run(["cc", "-O2", "-shared", "-fPIC", "-o", markers, _benchmark(br, "callgrind_markers.c")],
-           binds={REPO: "/repo"})
+           binds=REPO_BIND)
     counts: dict[str, dict[str, list[int]]] = {v.name: {} for v in variants}
     for r in range(runs):
         clock = Stopwatch()
@@ -69,7 +69,7 @@ def count_instructions(br: BuildRoot, variants: list[Variant], runs: int,
             out = br.run(["valgrind", "--quiet", "--tool=callgrind", "--instr-atstart=no",
                           f"--callgrind-out-file={dumps}/{tag}.%p", build.venv_python(br, v),
                           _benchmark(br, "real_path.py"), "--instructions", markers, "--steps", str(steps)],
-                         cwd="/tmp", env={**BENCH_ENV, **layout}, binds={REPO: "/repo"}, capture=True).stdout
+                         cwd="/tmp", env={**BENCH_ENV, **layout}, binds=REPO_BIND, capture=True).stdout
             _check_version(json.loads(out.strip().splitlines()[-1]), v)
             for name, n in _read_dumps(br.path(dumps), tag, steps).items():
                 counts[v.name].setdefault(name, []).append(n)
@@ -96,7 +96,7 @@ class _Server:
 
     def __init__(self, br: BuildRoot, v: Variant, core: int) -> None:
         argv = ["taskset", "-c", str(core), build.venv_python(br, v), _benchmark(br, "real_path.py"), "--serve"]
-        self.proc = subprocess.Popen(br.command(argv, "/tmp", BENCH_ENV, {REPO: "/repo"}),
+        self.proc = subprocess.Popen(br.command(argv, "/tmp", BENCH_ENV, REPO_BIND),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         hello = json.loads(self._line())
         _check_version(hello, v)

@@ -216,6 +216,10 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
     shutil.copyfile(wheel, out / wheel.name)
     install(br, v, f"{dist_inside}/{wheel.name}", pin.runtime_requirements)
     stamp_path(br, v).write_text(f"{stamp} {head}\n")
+    if not v.name.startswith("unpatched"):
+        from .wheel import usage
+        for line in usage(pin, out / wheel.name):
+            say(line)
     return out / wheel.name
 
 
@@ -282,15 +286,16 @@ def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[st
     venv = f"{v.area(br)}/venv"
     if not br.path(f"{venv}/bin/python").exists():
         br.run(["python3", "-m", "venv", "--system-site-packages", venv])
-    say(f"installing {len(requirements)} pinned runtime requirements into {venv}: {' '.join(requirements)}")
+    say(f"installing {len(requirements)} pinned runtime requirements into {br.path(venv)}: "
+        f"{' '.join(requirements)}")
     pip_install_pinned(br, venv, list(requirements))
-    say(f"installing {Path(wheel_inside).name} into {venv}")
+    say(f"installing {Path(wheel_inside).name} into {br.path(venv)}")
     br.run([f"{venv}/bin/pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-index",
             wheel_inside], env=pip_access(br)[0])
     pip_check(br, venv, "the wheel's declared requirements are not met by upstream.toml's [runtime] pins")
     out = br.run([f"{venv}/bin/python", "-c", "import torch; print(torch.__version__)"],
                  cwd="/tmp", capture=True)
-    say(f"import torch in {venv}: torch.__version__ = {out.stdout.strip()}")
+    say(f"import torch in {br.path(venv)}: torch.__version__ = {out.stdout.strip()}")
 
 
 def pip_install_pinned(br: BuildRoot, venv: str, args: list[str], binds: dict[Path, str] | None = None) -> None:

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Pin, state_dir
+from .config import REPO, Pin, state_dir
 from .progress import ToolError, say, run
 
 PACKAGES = """
@@ -90,6 +90,10 @@ class BuildRoot:
         return subprocess.Popen(self.command(argv, cwd, env, binds), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
+
+# The repository appears inside the root at its own path, so that every path a command prints
+# there (figures, logs, tracebacks) is the host's.
+REPO_BIND: dict[Path, str] = {REPO: str(REPO)}
 
 # Where the host's CA certificates appear inside the root while pip runs there.
 HOST_CERTS_INSIDE = "/run/torch-semiring-host-certs"

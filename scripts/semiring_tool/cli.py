@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     mc = sub.add_parser("model-coverage",
                         help="the backward nodes of the reference models (tests/reference_models.py) and their rules")
     mc.add_argument("models", nargs="*", help="default: all")
+    rn = sub.add_parser("run", help="run a command on the patched build (its venv, your directory and files at "
+                                     "their own paths)")
+    rn.add_argument("--unpatched", action="store_true", help="on `build --unpatched` instead")
+    rn.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
+                    help="e.g. -- python my_script.py")
+    sh = sub.add_parser("shell", help="an interactive shell on the patched build (as run)")
+    sh.add_argument("--unpatched", action="store_true", help="on `build --unpatched` instead")
     dm = sub.add_parser("demo", help="the paper's analyses on real models, tables and figures (builds if needed)")
     dm.add_argument("--sentences", type=int, default=1000, help="agreement sentences (section 5.2)")
     dm.add_argument("--examples", type=int, default=1000, help="validation examples (section 5.1)")
@@ -111,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "model-coverage":
             from .model_coverage import command as model_coverage
             return model_coverage(pin, args.models)
+        elif args.cmd == "run":
+            from .run import run_command
+            return run_command(pin, args.argv, unpatched=args.unpatched)
+        elif args.cmd == "shell":
+            from .run import shell
+            return shell(pin, unpatched=args.unpatched)
         elif args.cmd == "demo":
             from .demo import command as demo
             return demo(pin, args.sentences, args.examples)

