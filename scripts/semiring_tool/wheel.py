@@ -18,8 +18,8 @@ def wheel_tags(name: str) -> tuple[str, str, str]:
     return parts[-3], parts[-2], parts[-1]
 
 
-def host_can_install(name: str, suite: str, version: tuple[int, int] = sys.version_info[:2],
-                     implementation: str = sys.implementation.name, machine: str = platform.machine(),
+def host_can_install(name: str, suite: str, version: tuple[int, int] | None = None,
+                     implementation: str | None = None, machine: str | None = None,
                      on_suite: bool | None = None) -> tuple[bool, str]:
     """Whether this host's python3 can pip install the wheel and import it, and why (not).
 
@@ -27,6 +27,9 @@ def host_can_install(name: str, suite: str, version: tuple[int, int] = sys.versi
     USE_SYSTEM_LIBS also needs the Debian release's shared libraries it was linked against.
     """
     py, _, plat = wheel_tags(name)
+    version = version or (sys.version_info[0], sys.version_info[1])
+    implementation = implementation or sys.implementation.name
+    machine = machine or platform.machine()
     host_py = f"{'cp' if implementation == 'cpython' else implementation}{version[0]}{version[1]}"
     if py not in ("py3", f"py{version[0]}") and py != host_py:
         return False, (f"this host's python3 is {implementation} {version[0]}.{version[1]}; the wheel is "

@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,7 +46,7 @@ def test_pip_installs_the_wheel_on_debian_trixie(tmp_path):
     # example with that venv's python.
     import tomllib
 
-    if "VERSION_CODENAME=trixie" not in open("/etc/os-release").read():
+    if "VERSION_CODENAME=trixie" not in Path("/etc/os-release").read_text():
         pytest.skip("not a Debian trixie system")
     wheels = sorted((REPO / "dist").glob(f"torch-{torch.__version__}-cp313-*.whl"))
     assert wheels, f"no wheel of torch {torch.__version__} in {REPO / 'dist'}"
