@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import git
-from .buildroot import BASE_ENV, BuildRoot, ensure_root, host_is, pip_access
+from .buildroot import BASE_ENV, BuildRoot, ensure_root, pip_access, root_for
 from .config import REPO, Pin, state_dir
 from .ninja_estimate import Estimate, read_log
 from .progress import Stopwatch, ToolError, fmt_seconds, progress_line, say
@@ -330,8 +330,8 @@ def stamp_path(br: BuildRoot, v: Variant) -> Path:
 def build_state(pin: Pin, unpatched: bool = False, prefix: int | None = None) -> tuple[bool, str]:
     """Whether the installed build is of the current series, and a line saying why (not)."""
     v = variant(pin, unpatched, cuda=False, prefix=prefix)
-    root_made = host_is(pin.suite) or (state_dir() / f"root-{pin.suite}" / ".torch-semiring-root").exists()
-    br = BuildRoot(None if host_is(pin.suite) else state_dir() / f"root-{pin.suite}")
+    br = root_for(pin)
+    root_made = br.root is None or (br.root / ".torch-semiring-root").exists()
     if not root_made or not stamp_path(br, v).exists():
         return False, f"no build of {v.local_version} (run '{v.build_command}')"
     built = stamp_path(br, v).read_text().split()[0]

@@ -119,15 +119,22 @@ def _packages_key() -> str:
     return hashlib.sha256((" ".join(sorted(PACKAGES)) + SELECT_OPENMP_BLAS).encode()).hexdigest()[:16]
 
 
+def root_for(pin: Pin) -> BuildRoot:
+    """The build root that ensure_root makes or reuses, without making it (it may not exist)."""
+    if host_is(pin.suite) and not os.environ.get("TORCH_SEMIRING_FORCE_CHROOT"):
+        return BuildRoot(None)
+    return BuildRoot(state_dir() / f"root-{pin.suite}")
+
+
 def ensure_root(pin: Pin) -> BuildRoot:
     """Create (or reuse) the build root for the pinned Debian suite."""
-    if host_is(pin.suite) and not os.environ.get("TORCH_SEMIRING_FORCE_CHROOT"):
+    if root_for(pin).root is None:
         missing = [p for p in ("cmake", "ninja", "ccache", "flatc") if shutil.which(p) is None]
         if missing:
             raise ToolError(f"the host is Debian {pin.suite} but lacks {missing}; install: "
                             f"apt-get install {' '.join(PACKAGES)}")
         return BuildRoot(None)
-    root = state_dir() / f"root-{pin.suite}"
+    root = root_for(pin).root
     stamp = root / ".torch-semiring-root"
     if stamp.exists() and stamp.read_text().strip() == _packages_key():
         return BuildRoot(root)

@@ -4,7 +4,7 @@ import textwrap
 import pytest
 
 from conftest import REPO
-from semiring_tool import build, testing
+from semiring_tool import build, buildroot, testing
 from semiring_tool.config import load_pin
 
 GOOD_STEP = '      - name: "build: patched"\n        run: echo ok\n'
@@ -52,7 +52,7 @@ def test_without_a_build_the_last_line_says_fast_tier_only(tmp_path, monkeypatch
 def test_a_stale_build_stamp_is_not_a_build(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_SEMIRING_STATE", str(tmp_path))
     pin = load_pin()
-    monkeypatch.setattr(build, "host_is", lambda suite: False)
+    monkeypatch.setattr(buildroot, "host_is", lambda suite: False)
     v = build.variant(pin, unpatched=False, cuda=False)
     root = tmp_path / f"root-{pin.suite}"
     (root / ".torch-semiring-root").parent.mkdir(parents=True)
