@@ -254,6 +254,7 @@ def test(pin: Pin, fast: bool = False, rebuild: bool = True, pytest_args: list[s
         verdict = "PASSED" if rc == 0 else "FAILED"
     else:
         say(f"tier 2 (full) NOT RUN: {why}")
-        verdict = f"{'PASSED' if rc == 0 else 'FAILED'} (fast tier only: {'--fast' if fast else 'no build of this series'})"
+        only = "--fast" if fast else "no build of this series"
+        verdict = f"{'PASSED' if rc == 0 else 'FAILED'} (fast tier only: {only})"
     say(f"tiers run: {'fast + full' if have else 'fast'}; {verdict} in {fmt_seconds(watch.elapsed)}")
     return rc
