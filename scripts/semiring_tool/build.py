@@ -217,8 +217,9 @@ def build(pin: Pin, unpatched: bool = False, cuda: bool = False, prefix: int | N
     install(br, v, f"{dist_inside}/{wheel.name}", pin.runtime_requirements)
     stamp_path(br, v).write_text(f"{stamp} {head}\n")
     if not v.name.startswith("unpatched"):
-        from .wheel import usage
-        for line in usage(pin, out / wheel.name):
+        from .wheel import linked, usage
+        # run and shell use the CPU build: a CUDA build's wheel is for pip install only.
+        for line in usage(pin, out / wheel.name, linked(br, f"{area}/venv"), runnable=not cuda):
             say(line)
     return out / wheel.name
 

@@ -1,5 +1,8 @@
 """scripts/semiring run / shell and the wheel's tags: what runs where, with which files and environment."""
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +11,7 @@ from conftest import REPO
 
 from semiring_tool import cli, run, wheel
 from semiring_tool.buildroot import REPO_BIND, BuildRoot
+from semiring_tool.config import load_pin
 from semiring_tool.progress import ToolError
 
 WHEEL = "torch-2.6.0+semiring.1-cp313-cp313-linux_x86_64.whl"
@@ -70,29 +74,74 @@ def test_no_tool_module_binds_the_repository_elsewhere():
 
 
 def test_wheel_tags_and_which_hosts_can_install():
+    py311 = wheel.Interpreter("cpython", (3, 11), "x86_64")
+    py313 = wheel.Interpreter("cpython", (3, 13), "x86_64")
     assert wheel.wheel_tags(WHEEL) == ("cp313", "cp313", "linux_x86_64")
+    assert wheel.wheel_tags("tool-1.0-py3-none-any.whl") == ("py3", "none", "any")
     with pytest.raises(ValueError):
         wheel.wheel_tags("torch.whl")
-    ok, why = wheel.host_can_install(WHEEL, "trixie", version=(3, 11), implementation="cpython",
-                                     machine="x86_64", on_suite=False)
-    assert not ok and why == "this host's python3 is cpython 3.11; the wheel is for cp313 (CPython 3.13)"
-    ok, why = wheel.host_can_install(WHEEL, "trixie", version=(3, 13), implementation="cpython",
-                                     machine="aarch64", on_suite=True)
+    assert wheel.host_can_install(WHEEL, "trixie", host=py311, on_suite=False) == \
+        (False, "this host's python3 is CPython 3.11; the wheel is cp313")
+    assert wheel.host_can_install(WHEEL, "trixie", host=py311, on_suite=True)[0] is False
+    ok, why = wheel.host_can_install(WHEEL, "trixie", host=wheel.Interpreter("cpython", (3, 13), "aarch64"),
+                                     on_suite=True)
     assert not ok and "linux_x86_64" in why
-    ok, why = wheel.host_can_install(WHEEL, "trixie", version=(3, 13), implementation="cpython",
-                                     machine="x86_64", on_suite=False)
+    free_threaded = wheel.Interpreter("cpython", (3, 13), "x86_64", abiflags="t")
+    ok, why = wheel.host_can_install(WHEEL, "trixie", host=free_threaded, on_suite=True)
+    assert not ok and "ABI cp313t" in why
+    ok, why = wheel.host_can_install(WHEEL, "trixie", host=py313, on_suite=False)
     assert not ok and "not Debian trixie" in why
-    assert wheel.host_can_install(WHEEL, "trixie", version=(3, 13), implementation="cpython",
-                                  machine="x86_64", on_suite=True)[0]
-    assert wheel.host_can_install("tool-1.0-py3-none-any.whl", "trixie", version=(3, 11),
-                                  implementation="cpython", machine="x86_64", on_suite=False)[0]
+    assert wheel.host_can_install(WHEEL, "trixie", host=py313, on_suite=True)[0]
+    assert wheel.host_can_install("tool-1.0-py3-none-any.whl", "trixie", host=py311, on_suite=False)[0]
+    # What pip accepts (packaging's tags), when the host's python3 says, decides.
+    tagged = wheel.Interpreter("cpython", (3, 13), "x86_64", tags=frozenset({"cp313-cp313-manylinux_2_17_x86_64"}))
+    assert not wheel.host_can_install(WHEEL, "trixie", host=tagged, on_suite=True)[0]
 
 
-def test_build_ends_by_saying_how_to_use_the_wheel():
-    from semiring_tool.config import load_pin
+def test_a_trixie_host_needs_the_packages_the_wheel_links(monkeypatch):
+    libs = wheel.Linked("2.41", ("libc6", "libopenblas0-openmp", "libsleef3"))
+    monkeypatch.setattr(wheel, "missing_packages", lambda packages: ["libsleef3"])
+    ok, why = wheel.host_can_install(WHEEL, "trixie", host=wheel.Interpreter("cpython", (3, 13), "x86_64"),
+                                     on_suite=True, libs=libs)
+    assert not ok and why.endswith("apt-get install libsleef3")
 
-    lines = wheel.usage(load_pin(), REPO / "dist" / WHEEL)
+
+def test_the_hosts_python3_is_asked():
+    host = wheel.host_python(sys.executable)
+    assert host is not None and host.version == sys.version_info[:2] and host.implementation == "cpython"
+    assert host.tags is None or f"cp3{sys.version_info[1]}-cp3{sys.version_info[1]}-linux_{host.machine}" in host.tags
+    assert wheel.host_python("no-such-python-here") is None
+
+
+def test_the_packages_the_wheel_links_are_read_with_ldd_and_dpkg(tmp_path):
+    assert wheel.packages_of("libc6:amd64: /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+                             "libgomp1:amd64, libgomp1-dbg: /usr/lib/x86_64-linux-gnu/libgomp.so.1\n"
+                             "diversion by x from: /usr/lib/y\n") == ["libc6", "libgomp1", "libgomp1-dbg"]
+    if shutil.which("dpkg") is None or shutil.which("ldd") is None:
+        pytest.skip("not a Debian host")
+    # A venv whose torch/lib holds a library of this host: it links glibc, from libc6.
+    lib = next(p for p in (Path("/usr/lib/x86_64-linux-gnu/libz.so.1"), Path("/lib/x86_64-linux-gnu/libz.so.1"))
+               if p.exists())
+    torch_lib = tmp_path / "venv" / "lib" / "python3.13" / "site-packages" / "torch" / "lib"
+    torch_lib.mkdir(parents=True)
+    shutil.copy(lib, torch_lib / "libtorch_cpu.so")
+    libs = wheel.linked(BuildRoot(None), str(tmp_path / "venv"))
+    glibc = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libc6"], capture_output=True, text=True).stdout
+    assert libs is not None and glibc.startswith(libs.glibc) and "libc6" in libs.packages
+    assert wheel.linked(BuildRoot(None), str(tmp_path / "empty")) is None
+
+
+def test_build_ends_by_saying_how_to_use_the_wheel(monkeypatch):
+    monkeypatch.chdir(REPO)
+    libs = wheel.Linked("2.41", ("libc6", "libopenblas0-openmp", "libsleef3"))
+    lines = wheel.usage(load_pin(), REPO / "dist" / WHEEL, libs)
     text = "\n".join(lines)
     assert f"the wheel: {REPO}/dist/{WHEEL}" in text
-    assert "scripts/semiring run -- python" in text and "scripts/semiring shell" in text
-    assert re.search(r"pip install (of the wheel on this host: no|.*\.whl)", text)
+    assert "CPython 3.13 on x86-64 Linux" in text and "glibc 2.41; packages: libc6 libopenblas0-openmp" in text
+    assert "python3 scripts/semiring run -- python examples/top_gradient_path.py" in text
+    assert "python3 scripts/semiring shell" in text
+    assert re.search(r"^this host (cannot pip install it \(.+\): use run or shell|can pip install it .*"
+                     rf"VENV/bin/pip install {re.escape(str(REPO))}/dist/{re.escape(WHEEL)})$", lines[-1])
+    monkeypatch.chdir("/tmp")
+    text = "\n".join(wheel.usage(load_pin(), REPO / "dist" / WHEEL, runnable=False))
+    assert "scripts/semiring run" not in text and "buildroot.PACKAGES" in text
