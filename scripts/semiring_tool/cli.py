@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     mc = sub.add_parser("model-coverage",
                         help="the backward nodes of the reference models (tests/reference_models.py) and their rules")
     mc.add_argument("models", nargs="*", help="default: all")
-    rn = sub.add_parser("run", help="run a command on the patched build (its venv, your directory and files at "
-                                     "their own paths)")
+    rn = sub.add_parser("run", help="run a command on the patched build (its venv, your directory and files "
+                                    "at their own paths)")
     rn.add_argument("--unpatched", action="store_true", help="on `build --unpatched` instead")
     rn.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
                     help="e.g. -- python my_script.py")
@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="check, build and test the first N patches (with --no-build: test its build)")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
+    if args.cmd == "run":
+        args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not args.argv:
+            rn.error("nothing to run: give a command, e.g. scripts/semiring run -- python my_script.py")
     pin = load_pin()
     try:
         if args.cmd == "fetch":

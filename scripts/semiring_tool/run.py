@@ -3,37 +3,49 @@
 The build's venv lives in the build root (a Debian trixie tree entered with chroot), whose
 Python is not the host's. These commands run there with the caller's current directory, the
 repository, $HOME and /tmp bind-mounted at their own paths, so that relative paths work,
-outputs land where the caller expects, and every path printed inside is the host's.
+outputs land where the caller expects, and every path printed inside is the host's. On a
+trixie host the host is the build root: the command runs directly, with the same environment.
 """
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from . import build
-from .buildroot import BuildRoot, ensure_root, pip_access
+from .buildroot import BuildRoot, pip_access, root_for
 from .config import REPO, Pin
 from .progress import ToolError, say
+from .wheel import tool_command
 
 # Directories of the root that a bind mount at the same path would hide: a working directory
 # there cannot be shown inside without breaking the root's own system.
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var", "/boot", "/proc",
                "/sys", "/dev", "/run")
 
-# The caller's variables that would point the root's Python 3.13 or its loader at the host's
-# interpreter, packages or libraries (built for another Python and other libraries), or at a
-# locale the root lacks. PATH is set to the venv's; the root's C.UTF-8 locale stays.
+# The caller's variables that would point the root's Python 3.13 or its dynamic loader at the
+# host's interpreter, packages or libraries: those are built for another Python and against other
+# libraries, and importing them in the root fails or, worse, half works. PATH is replaced by the
+# venv's; the locale variables go because the minbase root has only C.UTF-8 (which every command
+# in the root gets) and would warn about any other; PS1 because `shell` sets its own.
 DROPPED_ENV = {"PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
-               "VIRTUAL_ENV", "LD_LIBRARY_PATH", "LD_PRELOAD", "LANG", "LANGUAGE", "PS1"}
+               "PYTHONPLATLIBDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "LANG",
+               "LANGUAGE", "PS1"}
 DROPPED_PREFIXES = ("CONDA_", "LC_", "PYENV_")
+# $HOME is the host's at its own path and the venv sees the system's site-packages, so Python
+# would also read the host's ~/.local/lib/python3.13 (user site-packages, the host's builds).
+ADDED_ENV = {"PYTHONNOUSERSITE": "1"}
 
 
 def environment(caller: Mapping[str, str], venv: str) -> dict[str, str]:
     """The caller's environment, less what would mix the host's Python in, with the venv first."""
     env = {k: v for k, v in caller.items()
            if k not in DROPPED_ENV and not k.startswith(DROPPED_PREFIXES)}
+    env.update(ADDED_ENV)
     env["PATH"] = f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"
     env["VIRTUAL_ENV"] = venv
     return env
@@ -66,46 +78,94 @@ def same_path_binds(cwd: Path, home: str | None, repo: Path = REPO) -> dict[Path
     return binds
 
 
-def _build_venv(pin: Pin, unpatched: bool) -> tuple[BuildRoot, str]:
-    """The build root and the build's venv (as seen inside); refuses when there is no build."""
+@dataclass(frozen=True)
+class Target:
+    """The build a command runs on."""
+    br: BuildRoot
+    venv: str   # as seen from inside the root
+    label: str  # torch's version, e.g. 2.6.0+semiring.1
+
+
+def installed_version(br: BuildRoot, venv: str) -> str | None:
+    """torch's version in the venv (a build of a prefix of the series has its own label)."""
+    for f in br.path(venv).glob("lib/python3*/site-packages/torch/version.py"):
+        m = re.search(r"^__version__ = '([^']+)'", f.read_text(), re.M)
+        if m:
+            return m.group(1)
+    return None
+
+
+def target(pin: Pin, unpatched: bool = False) -> Target:
+    """The installed build; refuses when there is none, and says so when it is of an older series."""
     v = build.variant(pin, unpatched=unpatched, cuda=False)
-    have, why = build.build_state(pin, unpatched=unpatched)
-    if not have and "no build of" in why:
-        raise ToolError(f"{why}: there is nothing to run on yet")
-    br = ensure_root(pin)
-    py = build.venv_python(br, v)
-    if not br.path(py).exists():
-        raise ToolError(f"the build's venv {br.path(py.rsplit('/bin/', 1)[0])} is missing; run "
-                        f"'{v.build_command}'")
+    br = root_for(pin)
+    venv = build.venv_python(br, v).rsplit("/bin/", 1)[0]
+    label = installed_version(br, venv) or f"{pin.version}+{v.local_version}"
+    rebuild = tool_command(v.build_command)
+    if not build.stamp_path(br, v).exists() or not br.path(f"{venv}/bin/python").exists():
+        raise ToolError(f"there is no build of torch {label} to run on; build it first: {rebuild}")
+    have, _ = build.build_state(pin, unpatched=unpatched)
     if not have:
-        say(f"note: {why}; running on the build that is there")
-    return br, py.rsplit("/bin/", 1)[0]
+        say(f"the installed build is not of the current series (the patches, configuration or pins "
+            f"changed since it was built): running on it anyway; {rebuild} rebuilds it")
+    return Target(br, venv, label)
 
 
-def run_command(pin: Pin, argv: list[str], unpatched: bool = False, interactive: bool = False,
-                extra_env: Mapping[str, str] | None = None) -> int:
+def prepare(t: Target, argv: list[str], cwd: Path, caller: Mapping[str, str],
+            extra_env: Mapping[str, str] | None = None) -> list[str]:
+    """The command line that runs argv on the build in cwd; refuses a cwd the root cannot show."""
+    pip_env, pip_binds = pip_access(t.br)  # so that `run -- pip install ...` reaches PyPI as build does
+    env = {**environment(caller, t.venv), **pip_env, **(extra_env or {})}
+    if t.br.root is None:
+        return t.br.command(argv, cwd=str(cwd), env=env)
+    binds = same_path_binds(cwd, caller.get("HOME"))
+    if Path("/dev/pts").is_dir():
+        binds[Path("/dev/pts")] = "/dev/pts"  # the terminals: /dev's bind does not carry this mount
+    return t.br.command(argv, cwd=str(cwd), env=env, binds={**binds, **pip_binds})
+
+
+def _can_enter(t: Target) -> None:
+    if t.br.root is not None and os.geteuid() != 0:
+        raise ToolError(f"entering the build root {t.br.root} (unshare --mount, chroot) needs root, as "
+                        f"build did; run this command as root")
+
+
+def wait(cmd: list[str]) -> int:
+    """Runs cmd and returns its exit status, as a shell reports it (128 + N for signal N)."""
+    proc = subprocess.Popen(cmd)
+    # Ctrl-C reaches the whole foreground process group: the command decides what it means
+    # (python stops with KeyboardInterrupt, an interactive shell ignores it), and this process
+    # stays to report the command's exit status instead of dying with a traceback.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 128 - rc if rc < 0 else rc
+
+
+def run_command(pin: Pin, argv: list[str], unpatched: bool = False) -> int:
     """Runs argv on the build, in the caller's directory; returns its exit status."""
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
     if not argv:
         raise ToolError("nothing to run: give a command, e.g. scripts/semiring run -- python my_script.py")
-    br, venv = _build_venv(pin, unpatched)
-    cwd = Path.cwd()
-    binds = same_path_binds(cwd, os.environ.get("HOME"))
-    pip_env, pip_binds = pip_access(br)  # so that `run -- pip install ...` reaches PyPI as build does
-    env = {**environment(os.environ, venv), **pip_env, **(extra_env or {})}
-    if interactive and Path("/dev/pts").is_dir():
-        binds[Path("/dev/pts")] = "/dev/pts"  # a terminal for the shell's job control
-    cmd = br.command(argv, cwd=str(cwd), env=env,
-                     binds=None if br.root is None else {**binds, **pip_binds})
-    return subprocess.run(cmd).returncode
+    t = target(pin, unpatched)
+    _can_enter(t)
+    return wait(prepare(t, argv, Path.cwd(), os.environ))
+
+
+# The host's ~/.bashrc is inside at its own path; read there, a conda or pyenv set-up in it would
+# put the host's Python first on PATH again.
+SHELL = ["bash", "--norc", "-i"]
+PROMPT = r"(torch-semiring) \w\$ "
 
 
 def shell(pin: Pin, unpatched: bool = False) -> int:
     """An interactive bash on the build, its prompt saying where it is."""
-    v = build.variant(pin, unpatched=unpatched, cuda=False)
-    say(f"a shell on the build {v.local_version} (Debian {pin.suite}, Python 3.13, the build's venv "
-        f"first on PATH); {Path.cwd()}, $HOME, /tmp and the repository are at their own paths; "
-        f"'exit' leaves it")
-    return run_command(pin, ["bash", "--norc", "-i"], unpatched=unpatched, interactive=True,
-                       extra_env={"PS1": r"(torch-semiring) \w\$ "})
+    t = target(pin, unpatched)
+    _can_enter(t)
+    cwd = Path.cwd()
+    cmd = prepare(t, SHELL, cwd, os.environ, extra_env={"PS1": PROMPT})
+    home = os.environ.get("HOME", "$HOME")
+    say(f"a shell on torch {t.label}, the venv {t.br.path(t.venv)} first on PATH (python, pip); "
+        f"{cwd} and {home} are at their own paths, as are /tmp and the repository; 'exit' leaves it")
+    return wait(cmd)

@@ -9,23 +9,61 @@ import pytest
 
 from conftest import REPO
 
-from semiring_tool import cli, run, wheel
+from semiring_tool import build, buildroot, cli, run, wheel
 from semiring_tool.buildroot import REPO_BIND, BuildRoot
 from semiring_tool.config import load_pin
 from semiring_tool.progress import ToolError
 
 WHEEL = "torch-2.6.0+semiring.1-cp313-cp313-linux_x86_64.whl"
+VENV = "/build/semiring/venv"
+FAKE = run.Target(BuildRoot(Path("/fake/root")), VENV, "2.6.0+semiring.1")
+
+
+@pytest.fixture
+def called(monkeypatch):
+    """What cli.main passes to run_command and shell, instead of running anything."""
+    calls = []
+    monkeypatch.setattr(run, "run_command", lambda pin, argv, unpatched: calls.append(("run", argv, unpatched)) or 0)
+    monkeypatch.setattr(run, "shell", lambda pin, unpatched: calls.append(("shell", unpatched)) or 0)
+    return calls
+
+
+def test_cli_run_takes_the_command_after_a_leading_double_dash(called):
+    assert cli.main(["run", "--", "python", "-c", "print(1)"]) == 0
+    assert cli.main(["run", "--unpatched", "--", "ls", "--", "-l"]) == 0
+    assert cli.main(["run", "python", "x.py", "--unpatched"]) == 0
+    assert cli.main(["shell", "--unpatched"]) == 0
+    assert called == [("run", ["python", "-c", "print(1)"], False), ("run", ["ls", "--", "-l"], True),
+                      ("run", ["python", "x.py", "--unpatched"], False), ("shell", True)]
+
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--"], ["run", "--unpatched", "--"]])
+def test_cli_run_needs_a_command(called, capsys, argv):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2 and not called
+    assert "nothing to run" in capsys.readouterr().err
 
 
 def test_environment_drops_what_would_mix_in_the_hosts_python():
     caller = {"PATH": "/opt/conda/bin:/usr/bin", "PYTHONPATH": "/home/u/lib/python3.11", "HOME": "/home/u",
-              "CONDA_PREFIX": "/opt/conda", "LD_LIBRARY_PATH": "/opt/conda/lib", "LC_ALL": "de_DE.UTF-8",
-              "HF_HOME": "/home/u/hf", "OMP_NUM_THREADS": "2", "VIRTUAL_ENV": "/home/u/venv"}
-    env = run.environment(caller, "/build/semiring/venv")
-    assert env["PATH"].split(":")[0] == "/build/semiring/venv/bin"
-    assert env["VIRTUAL_ENV"] == "/build/semiring/venv"
-    assert {"PYTHONPATH", "CONDA_PREFIX", "LD_LIBRARY_PATH", "LC_ALL"}.isdisjoint(env)
-    assert env["HF_HOME"] == "/home/u/hf" and env["OMP_NUM_THREADS"] == "2" and env["HOME"] == "/home/u"
+              "PYTHONHOME": "/opt/py", "PYTHONSTARTUP": "/home/u/.pythonrc", "LD_PRELOAD": "/opt/libx.so",
+              "CONDA_PREFIX": "/opt/conda", "CONDA_DEFAULT_ENV": "base", "LD_LIBRARY_PATH": "/opt/conda/lib",
+              "LC_ALL": "de_DE.UTF-8", "VIRTUAL_ENV": "/home/u/venv",
+              "HF_HOME": "/home/u/hf", "OMP_NUM_THREADS": "2", "TERM": "xterm"}
+    env = run.environment(caller, VENV)
+    assert env["PATH"] == f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin"
+    assert env["VIRTUAL_ENV"] == VENV
+    assert env["PYTHONNOUSERSITE"] == "1"  # the host's ~/.local/lib/python3.13 is not the root's
+    dropped = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+               "LD_LIBRARY_PATH", "LC_ALL"}
+    assert dropped.isdisjoint(env)
+    assert {k: env[k] for k in ("HF_HOME", "OMP_NUM_THREADS", "HOME", "TERM")} == \
+        {k: caller[k] for k in ("HF_HOME", "OMP_NUM_THREADS", "HOME", "TERM")}
+
+
+def _under_any(path, binds):
+    return any(path == b or b in path.parents for b in binds)
 
 
 def test_binds_show_the_callers_files_at_their_own_paths(tmp_path):
@@ -38,38 +76,99 @@ def test_binds_show_the_callers_files_at_their_own_paths(tmp_path):
     for wanted in (project, home, REPO, Path("/tmp")):
         assert _under_any(wanted, binds), wanted
     assert not any(_under_any(b, {o: 0 for o in binds if o != b}) for b in binds)
+    elsewhere = Path("/srv/x/project")
+    assert run.same_path_binds(elsewhere, "/nonexistent-home", repo=Path("/work/repo")) == \
+        {Path("/tmp"): "/tmp", Path("/srv/x/project"): "/srv/x/project", Path("/work/repo"): "/work/repo"}
     # A system directory of the root is refused, the repository is not, whatever holds it.
-    for refused in (Path("/"), Path("/usr/local/src"), Path("/etc")):
-        with pytest.raises(ToolError, match="system directory of the build root"):
+    for refused in (Path("/"), Path("/usr/local/src"), Path("/etc"), Path("/var/tmp/x"), Path("/lib64")):
+        with pytest.raises(ToolError, match="system directory of the build root.*cd to your project"):
             run.same_path_binds(refused, str(home), repo=REPO)
     assert run.same_path_binds(Path("/var/cache/x/repo/sub"), None, repo=Path("/var/cache/x/repo"))
-    # A $HOME that is a system directory is not bound (it would hide the root's own).
+    # A $HOME that is a system directory, or /, is not bound (it would hide the root's own).
     assert Path("/var/lib/nobody") not in run.same_path_binds(project, "/var/lib/nobody", repo=REPO)
+    assert Path("/") not in run.same_path_binds(project, "/", repo=REPO)
 
 
-def _under_any(path, binds):
-    return any(path == b or b in path.parents for b in binds)
-
-
-def test_the_command_enters_the_root_with_the_binds_and_the_venv_first():
-    binds = run.same_path_binds(REPO, None, repo=REPO)
-    env = run.environment({"HOME": "/root"}, "/build/semiring/venv")
-    cmd = BuildRoot(Path("/fake/root")).command(["python", "x.py"], cwd=str(REPO), env=env, binds=binds)
+def test_the_command_enters_the_root_with_the_binds_and_the_venv_first(tmp_path, monkeypatch):
+    monkeypatch.delenv("PIP_CERT", raising=False)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    project = Path("/srv/someone/project")  # the working directory need not exist on this host
+    caller = {"HOME": str(tmp_path), "PYTHONPATH": "/host/site-packages", "PATH": "/host/bin", "HF_HOME": "/hf"}
+    cmd = run.prepare(FAKE, ["python", "my script.py"], project, caller)
+    assert cmd[:3] == ["unshare", "--mount", "--fork"]
     script = cmd[-1]
-    assert cmd[:2] == ["unshare", "--mount"]
-    assert f"mount --bind {REPO} /fake/root{REPO}" in script
-    assert "mount --bind /tmp /fake/root/tmp" in script
-    assert f"cd {REPO}" in script and "PATH=/build/semiring/venv/bin:" in script
+    for host in (project, REPO, Path("/tmp")):  # and $HOME, here under /tmp
+        assert f"mount --bind {host} /fake/root{host} " in script, host
+    assert "exec chroot /fake/root sh -c" in script
+    assert f"cd {project} &&" in script
+    assert f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin" in script
+    assert f"VIRTUAL_ENV={VENV}" in script and "HF_HOME=/hf" in script
+    assert "/host/" not in script
+    assert "python '\"'\"'my script.py'\"'\"'" in script  # the argument, quoted twice (two sh -c)
+    with pytest.raises(ToolError, match="system directory"):
+        run.prepare(FAKE, ["python"], Path("/usr/src"), caller)
 
 
-def test_cli_run_needs_a_command(capsys):
-    assert cli.main(["run"]) == 1
-    assert "nothing to run" in capsys.readouterr().out
+def test_on_a_trixie_host_the_command_runs_directly():
+    host = run.Target(BuildRoot(None), "/state/build/semiring/venv", "2.6.0+semiring.1")
+    cmd = run.prepare(host, ["python", "x.py"], Path("/usr/src/anywhere"), {"HOME": "/root"})
+    assert cmd[:2] == ["sh", "-c"] and "chroot" not in cmd[-1] and "mount" not in cmd[-1]
+    assert "cd /usr/src/anywhere && exec env -i" in cmd[-1]
+    assert "PATH=/state/build/semiring/venv/bin:" in cmd[-1]
+
+
+def _state(tmp_path, monkeypatch, stamp=None):
+    """A state directory on a host that is the build root, with a build whose python is a script
+    that prints what it sees; stamp: the build's stamp (None: of the current series)."""
+    monkeypatch.setenv("TORCH_SEMIRING_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(buildroot, "host_is", lambda suite: True)
+    monkeypatch.delenv("TORCH_SEMIRING_FORCE_CHROOT", raising=False)
+    pin = load_pin()
+    br = buildroot.root_for(pin)
+    v = build.variant(pin, unpatched=False, cuda=False)
+    python = br.path(build.venv_python(br, v))
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\necho "cwd=$PWD venv=$VIRTUAL_ENV pythonpath=${PYTHONPATH-unset} args=$*"\n'
+                      'exit "${EXIT:-0}"\n')
+    python.chmod(0o755)
+    build.stamp_path(br, v).write_text(f"{stamp or build.build_stamp(pin, v)} abc123\n")
+    return pin, python.parent.parent
+
+
+def test_run_runs_in_the_callers_directory_and_returns_its_exit_status(tmp_path, monkeypatch, capfd):
+    pin, venv = _state(tmp_path, monkeypatch)
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PYTHONPATH", "/host/site-packages")
+    monkeypatch.setenv("EXIT", "3")
+    assert run.run_command(pin, ["python", "a b"]) == 3
+    out = capfd.readouterr().out
+    assert out == f"cwd={project} venv={venv} pythonpath=unset args=a b\n"  # no [semiring] line: current
+
+
+def test_run_on_a_build_of_an_older_series_says_so_once(tmp_path, monkeypatch, capfd):
+    pin, _ = _state(tmp_path, monkeypatch, stamp="0123456789abcdef")
+    monkeypatch.chdir(REPO)
+    assert run.run_command(pin, ["python"]) == 0
+    notes = [ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("[semiring]")]
+    assert len(notes) == 1
+    assert "not of the current series" in notes[0] and "python3 scripts/semiring build rebuilds it" in notes[0]
+
+
+def test_run_without_a_build_says_which_command_builds_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_SEMIRING_STATE", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ToolError, match=rf"no build of torch 2\.6\.0\+unpatched .*build it first: "
+                                        rf"python3 {re.escape(str(REPO))}/scripts/semiring build --unpatched"):
+        run.run_command(load_pin(), ["python"], unpatched=True)
+    with pytest.raises(ToolError, match="build it first"):
+        run.shell(load_pin())
 
 
 def test_no_tool_module_binds_the_repository_elsewhere():
     for module in (REPO / "scripts" / "semiring_tool").glob("*.py"):
-        assert '"/repo' not in module.read_text(), module.name
+        assert not re.search(r"""["'{]/repo\b""", module.read_text()), module.name
     assert REPO_BIND == {REPO: str(REPO)}
 
 
@@ -145,3 +244,55 @@ def test_build_ends_by_saying_how_to_use_the_wheel(monkeypatch):
     monkeypatch.chdir("/tmp")
     text = "\n".join(wheel.usage(load_pin(), REPO / "dist" / WHEEL, runnable=False))
     assert "scripts/semiring run" not in text and "buildroot.PACKAGES" in text
+
+
+def _tiny_root(root: Path) -> None:
+    """A root with this host's sh and env (and their libraries): enough for run's command line."""
+    for tool in ("sh", "env"):
+        binary = Path(shutil.which(tool)).resolve()
+        needed = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        for f in [binary, *map(Path, re.findall(r"(/\S+) \(0x", needed))]:
+            dst = root / str(f).lstrip("/")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, dst)
+    (root / "bin").mkdir(exist_ok=True)
+    shutil.copy(Path(shutil.which("sh")).resolve(), root / "bin" / "sh")
+    (root / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(shutil.which("env")).resolve(), root / "usr" / "bin" / "env")
+
+
+def test_in_a_root_the_callers_files_are_at_their_own_paths(tmp_path, monkeypatch, capfd):
+    # The real unshare + bind mounts + chroot, into a root made of this host's sh and env.
+    if not (shutil.which("unshare") and shutil.which("chroot") and shutil.which("ldd")) or \
+            subprocess.run(["unshare", "--mount", "--fork", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs root, unshare --mount and chroot")
+    root = tmp_path / "root"
+    _tiny_root(root)
+    python = root / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\necho "cwd=$PWD venv=$VIRTUAL_ENV args=$*"; [ -f input.txt ] && echo seen input\n'
+                      'echo written > output.txt; exit 7\n')
+    python.chmod(0o755)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "input.txt").write_text("x")
+    cmd = run.prepare(run.Target(BuildRoot(root), "/venv", "2.6.0+semiring.1"), ["python", "a"], project,
+                      {"HOME": str(tmp_path)})
+    assert run.wait(cmd) == 7
+    assert capfd.readouterr().out == f"cwd={project} venv=/venv args=a\nseen input\n"
+    assert (project / "output.txt").read_text() == "written\n"  # on the host, where the caller is
+    assert not (root / str(project).lstrip("/") / "output.txt").exists()
+
+
+def test_shell_says_what_it_is_then_runs_bash_with_its_prompt(tmp_path, monkeypatch, capsys):
+    pin, venv = _state(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(run, "wait", lambda cmd: ran.append(cmd) or 0)
+    assert run.shell(pin) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("[semiring] a shell on torch 2.6.0+semiring.1")
+    assert str(venv) in out[0] and f"{tmp_path} and {tmp_path} are at their own paths" in out[0]
+    assert "'exit' leaves it" in out[0]
+    assert "bash --norc -i" in ran[0][-1] and "'PS1=(torch-semiring) " in ran[0][-1]
