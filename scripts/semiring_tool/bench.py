@@ -39,7 +39,7 @@ ORDERS = list(itertools.permutations(range(len(ROLES))))
 CONTROL = "control_"  # workloads running no changed code: they show the floor, not the verdict
 
 
-def _benchmark(br: BuildRoot, name: str) -> str:
+def _benchmark(name: str) -> str:
     """Where benchmarks/`name` appears to the build's python (the repository is at its own path)."""
     return f"{REPO}/benchmarks/{name}"
 
@@ -56,7 +56,7 @@ def count_instructions(br: BuildRoot, variants: list[Variant], runs: int,
     """Instructions per step of each workload, per build: one callgrind run per build and round."""
     markers, dumps = f"{SCRATCH}/callgrind_markers.so", f"{SCRATCH}/callgrind"
     br.run(["sh", "-c", f"rm -rf {dumps} && mkdir -p {dumps}"])
-    br.run(["cc", "-O2", "-shared", "-fPIC", "-o", markers, _benchmark(br, "callgrind_markers.c")],
+    br.run(["cc", "-O2", "-shared", "-fPIC", "-o", markers, _benchmark("callgrind_markers.c")],
            binds=REPO_BIND)
     counts: dict[str, dict[str, list[int]]] = {v.name: {} for v in variants}
     for r in range(runs):
@@ -68,7 +68,7 @@ def count_instructions(br: BuildRoot, variants: list[Variant], runs: int,
             tag = f"{v.name}.{r}"
             out = br.run(["valgrind", "--quiet", "--tool=callgrind", "--instr-atstart=no",
                           f"--callgrind-out-file={dumps}/{tag}.%p", build.venv_python(br, v),
-                          _benchmark(br, "real_path.py"), "--instructions", markers, "--steps", str(steps)],
+                          _benchmark("real_path.py"), "--instructions", markers, "--steps", str(steps)],
                          cwd="/tmp", env={**BENCH_ENV, **layout}, binds=REPO_BIND, capture=True).stdout
             _check_version(json.loads(out.strip().splitlines()[-1]), v)
             for name, n in _read_dumps(br.path(dumps), tag, steps).items():
@@ -95,7 +95,7 @@ class _Server:
     """benchmarks/real_path.py --serve in one build's venv, pinned to one core."""
 
     def __init__(self, br: BuildRoot, v: Variant, core: int) -> None:
-        argv = ["taskset", "-c", str(core), build.venv_python(br, v), _benchmark(br, "real_path.py"), "--serve"]
+        argv = ["taskset", "-c", str(core), build.venv_python(br, v), _benchmark("real_path.py"), "--serve"]
         self.proc = subprocess.Popen(br.command(argv, "/tmp", BENCH_ENV, REPO_BIND),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         hello = json.loads(self._line())

@@ -268,7 +268,8 @@ def reconfigure_if_stale(br: BuildRoot, build_ninja: Path) -> None:
         return
     gone = [f for f in cmake_inputs(build_ninja) if not br.path(copied_from(f)).exists()]
     if gone:
-        say(f"cmake read {len(gone)} file(s) that are gone ({gone[0]}{', ...' if len(gone) > 1 else ''}): "
+        first = br.path(copied_from(gone[0]))
+        say(f"cmake read {len(gone)} file(s) that are gone ({first}{', ...' if len(gone) > 1 else ''}): "
             f"configuring again")
         build_ninja.unlink()
 

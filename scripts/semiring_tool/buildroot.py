@@ -91,8 +91,8 @@ class BuildRoot:
                                 start_new_session=True)
 
 
-# The repository appears inside the root at its own path, so that every path a command prints
-# there (figures, logs, tracebacks) is the host's.
+# The repository appears inside the root at its own path, so that the paths of its files that a
+# command prints there (figures, logs, tracebacks) are the host's.
 REPO_BIND: dict[Path, str] = {REPO: str(REPO)}
 
 # Where the host's CA certificates appear inside the root while pip runs there.

@@ -3,8 +3,9 @@
 The build's venv lives in the build root (a Debian trixie tree entered with chroot), whose
 Python is not the host's. These commands run there with the caller's current directory, the
 repository, $HOME and /tmp bind-mounted at their own paths, so that relative paths work,
-outputs land where the caller expects, and every path printed inside is the host's. On a
-trixie host the host is the build root: the command runs directly, with the same environment.
+outputs land where the caller expects, and the paths of the caller's files printed inside are
+the host's (the venv's own files show their path in the root). On a trixie host the host is the
+build root: the command runs directly, with the same filtered environment.
 """
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def usage(pin: Pin, wheel: Path, libs: Linked | None = None, runnable: bool = Tr
         f"  for {_describe(wheel.name)} (tags {tags}), linked against Debian {pin.suite}'s shared libraries "
         f"({needs})",
         f"  pip install takes it on a Debian {pin.suite} host with those packages; "
-        + ("on any other, use run or shell:" if runnable else "on any other, build it there"),
+        + ("on any other, use run or shell:" if runnable else "elsewhere, a trixie host or the Dockerfile's image"),
     ]
     if runnable:
         lines += [
