@@ -37,6 +37,8 @@ DROPPED_ENV = {"PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERB
                "PYTHONPLATLIBDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "LANG",
                "LANGUAGE", "PS1"}
 DROPPED_PREFIXES = ("CONDA_", "LC_", "PYENV_")
+# Where Python's ssl, requests (so pip and huggingface_hub) and curl look for CA certificates.
+CA_BUNDLE_ENV = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 # $HOME is the host's at its own path and the venv sees the system's site-packages, so Python
 # would also read the host's ~/.local/lib/python3.13 (user site-packages, the host's builds).
 ADDED_ENV = {"PYTHONNOUSERSITE": "1"}
@@ -117,6 +119,11 @@ def prepare(t: Target, argv: list[str], cwd: Path, caller: Mapping[str, str],
     """The command line that runs argv on the build in cwd; refuses a cwd the root cannot show."""
     pip_env, pip_binds = pip_access(t.br)  # so that `run -- pip install ...` reaches PyPI as build does
     env = {**environment(caller, t.venv), **pip_env, **(extra_env or {})}
+    if "PIP_CERT" in pip_env:
+        # The host's CA bundle for every client, not only pip: at the path a caller's SSL_CERT_FILE
+        # names, the root has Debian's bundle, without the CAs the host adds (a TLS-inspecting
+        # proxy's), and pip, requests and Python's ssl would read that one.
+        env.update(dict.fromkeys(CA_BUNDLE_ENV, pip_env["PIP_CERT"]))
     if t.br.root is None:
         return t.br.command(argv, cwd=str(cwd), env=env)
     binds = same_path_binds(cwd, caller.get("HOME"))

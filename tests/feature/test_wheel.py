@@ -38,6 +38,8 @@ def test_readme_example_runs_and_matches_the_readme():
                          capture_output=True, text=True, check=True).stdout
     assert "top path value per input" in out and "gradient-graph entropy" in out
     assert "largest path magnitude" in out and "is the product of its local derivatives" in out
+    printed = re.search(r"<!-- example:end -->\n\nIt prints:\n\n```text\n(.*?)```\n", readme, re.S)
+    assert printed is not None and printed.group(1) == out, "README's printed output is not the example's"
 
 
 def test_pip_installs_the_wheel_on_debian_trixie(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 from semiring_tool import build, buildroot, cli, run, wheel
-from semiring_tool.buildroot import REPO_BIND, BuildRoot
+from semiring_tool.buildroot import HOST_CERTS_INSIDE, REPO_BIND, BuildRoot
 from semiring_tool.config import load_pin
 from semiring_tool.progress import ToolError
 
@@ -107,6 +107,21 @@ def test_the_command_enters_the_root_with_the_binds_and_the_venv_first(tmp_path,
     assert "python '\"'\"'my script.py'\"'\"'" in script  # the argument, quoted twice (two sh -c)
     with pytest.raises(ToolError, match="system directory"):
         run.prepare(FAKE, ["python"], Path("/usr/src"), caller)
+
+
+def test_every_client_in_the_root_trusts_the_hosts_certificates(tmp_path, monkeypatch):
+    # The caller's SSL_CERT_FILE names a host file; at that path the root has Debian's bundle.
+    bundle = tmp_path / "certs" / "host-bundle.crt"
+    bundle.parent.mkdir()
+    bundle.write_text("host CAs")
+    monkeypatch.setenv("PIP_CERT", str(bundle))
+    caller = {"HOME": "/root", "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"}
+    script = run.prepare(FAKE, ["python"], REPO, caller)[-1]
+    inside = f"{HOST_CERTS_INSIDE}/host-bundle.crt"
+    assert f"mount --bind {bundle.parent} /fake/root{HOST_CERTS_INSIDE}" in script
+    for var in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        assert f"{var}={inside}" in script, var
+    assert "SSL_CERT_FILE=/etc/ssl" not in script
 
 
 def test_on_a_trixie_host_the_command_runs_directly():
