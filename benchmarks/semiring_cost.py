@@ -24,8 +24,8 @@ that builds the graph and runs it once, above its resident set just before the r
   4 layers, 4 heads (2 key-value heads), intermediate 1024, vocabulary 1000, batch 4, sequence
   128, its next-token loss, grad of every parameter; baseline: ordinary backward.
 * qwen2_eager: the same model with eager attention (the math path written out: scores,
-  softmax, weighted sum), whose graph answers as that composition; sdpa's CPU flash node
-  answers as one op, whose Jacobian's query entries are each a sum over the keys.
+  softmax, weighted sum); sdpa's CPU flash node answers as that math path too, run on
+  messages from what it saved.
 
 With --nodes, instead: where the model families' backward (resnet_w32, lstm_h256,
 qwen2_h256, or the workloads named) spends its time, by kind of node, ordinary backward and
