@@ -161,7 +161,7 @@ def branch_table(rows, lay, layers: int, groups) -> str:
     lines = []
     for name, select in groups.items():
         frac, _ = components.fractions(rows, lay, layers, select)
-        lines.append(f"  {name}: layer " + " ".join(f"{s[:4]}:{c:>5}" for s, c in cols))
+        lines.append(f"  {name}: layer " + " ".join(f"{'attn' if s == 'attention' else s:>4}:{c:>5}" for s, c in cols))
         for layer in range(layers):
             lines.append(f"  {'':{len(name)}}  {layer:5} " + " ".join(f"{float(v):10.2f}" for v in frac[layer]))
     return "\n".join(lines)

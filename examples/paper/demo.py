@@ -1,7 +1,8 @@
 """The paper's analyses on real models, from one command (``python3 scripts/semiring demo``).
 
-Section 5.1 (FirstTokenRepeatedOnce, trained here) and section 5.2 in shape (all-MiniLM-L6-v2
-with a probe, generated agreement sentences): tables on stdout, PNGs in ``--out``.
+Section 5.1 (FirstTokenRepeatedOnce, trained here), section 5.2 in shape (all-MiniLM-L6-v2
+with a probe, generated agreement sentences), and the same question on a pretrained decoder
+(SmolLM2-135M-Instruct, examples/decoder/verb_agreement.py): tables on stdout, PNGs in ``--out``.
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "decoder"))
 import agreement  # noqa: E402
 import analysis  # noqa: E402
 import synthetic  # noqa: E402
+import verb_agreement  # noqa: E402
 
 
 def main() -> None:
@@ -23,6 +26,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("figures"))
     p.add_argument("--sentences", type=int, default=1000)
     p.add_argument("--examples", type=int, default=1000)
+    p.add_argument("--prompts", type=int, default=40, help="decoder agreement prompts (SmolLM2)")
     args = p.parse_args()
     started = time.perf_counter()
 
@@ -53,7 +57,12 @@ def main() -> None:
     log(f"section 5.2 done in {agr['seconds']:.0f} s on {torch.get_num_threads()} threads (the paper's code: "
         f"200 jobs of 5 sentences, each 16 CPUs x 14 GB): probe accuracy {agr['accuracy']:.3f}")
     print(agr["table"])
-    for png in [syn["png"], *syn["path_pngs"], *agr["pngs"]]:
+    log("a pretrained decoder: subject-verb agreement on SmolLM2-135M-Instruct (next-token \" is\" / \" are\")")
+    dec = verb_agreement.run(args.out, sentences=args.prompts, log=log)
+    log(f"decoder done in {dec['seconds']:.0f} s: accuracy {dec['accuracy']:.3f} on {dec['prompts']} prompts; "
+        f"{dec['analysed']} answered correctly analysed, {dec['rows']} rows in {dec['csv'].resolve()}")
+    print(dec["table"])
+    for png in [syn["png"], *syn["path_pngs"], *agr["pngs"], *dec["pngs"]]:
         print(f"wrote {png.resolve()}")
     log("done")
 

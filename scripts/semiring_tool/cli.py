@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     dm = sub.add_parser("demo", help="the paper's analyses on real models, tables and figures (builds if needed)")
     dm.add_argument("--sentences", type=int, default=1000, help="agreement sentences (section 5.2)")
     dm.add_argument("--examples", type=int, default=1000, help="validation examples (section 5.1)")
+    dm.add_argument("--prompts", type=int, default=40, help="decoder agreement prompts (SmolLM2)")
     t = sub.add_parser("test", help="the project's tests (see README)")
     t.add_argument("--fast", action="store_true", help="only the checks that need no build")
     t.add_argument("--no-build", action="store_true", help="test the installed build without rebuilding")
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             return shell(pin, unpatched=args.unpatched)
         elif args.cmd == "demo":
             from .demo import command as demo
-            return demo(pin, args.sentences, args.examples)
+            return demo(pin, args.sentences, args.examples, args.prompts)
         elif args.cmd == "test":
             from .testing import test
             return test(pin, fast=args.fast, rebuild=not args.no_build, pytest_args=args.pytest_args,

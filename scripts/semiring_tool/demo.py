@@ -40,7 +40,7 @@ def demo_env(packages: str) -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": packages}
 
 
-def command(pin: Pin, sentences: int, examples: int) -> int:
+def command(pin: Pin, sentences: int, examples: int, prompts: int = 40) -> int:
     have, why = build.build_state(pin)
     if not have:
         say(f"demo: {why}; building it first")
@@ -51,6 +51,6 @@ def command(pin: Pin, sentences: int, examples: int) -> int:
     repo = str(REPO)
     OUT.mkdir(parents=True, exist_ok=True)
     argv = [py, f"{repo}/examples/paper/demo.py", "--out", f"{repo}/out/demo",
-            "--sentences", str(sentences), "--examples", str(examples)]
+            "--sentences", str(sentences), "--examples", str(examples), "--prompts", str(prompts)]
     say(f"demo: running examples/paper/demo.py; figures into {OUT}")
     return subprocess.run(br.command(argv, cwd="/tmp", env=demo_env(packages), binds=REPO_BIND)).returncode

@@ -112,6 +112,20 @@ def test_the_command_enters_the_root_with_the_binds_and_the_venv_first(tmp_path,
         run.prepare(FAKE, ["python"], Path("/usr/src"), caller)
 
 
+def test_the_demos_model_packages_are_on_the_path_once_installed(tmp_path, monkeypatch):
+    # The caller's PYTHONPATH never goes in; the demo's model packages (SmolLM2, MiniLM) do,
+    # once `demo` or `test` has installed them beside the venv.
+    monkeypatch.delenv("PIP_CERT", raising=False)
+    root = tmp_path / "root"
+    target = run.Target(BuildRoot(root), VENV, "2.6.0+semiring.1")
+    caller = {"HOME": "/root", "PYTHONPATH": "/host/site-packages"}
+    packages = f"/build/semiring/{build.DEMO_PACKAGES}"
+    assert "PYTHONPATH" not in run.prepare(target, ["python"], REPO, caller)[-1]
+    (root / packages.lstrip("/")).mkdir(parents=True)
+    script = run.prepare(target, ["python"], REPO, caller)[-1]
+    assert f"PYTHONPATH={packages}" in script and "/host/" not in script
+
+
 def test_every_client_in_the_root_trusts_the_hosts_certificates(tmp_path, monkeypatch):
     # The caller's SSL_CERT_FILE names a host file; at that path the root has Debian's bundle.
     bundle = tmp_path / "certs" / "host-bundle.crt"
