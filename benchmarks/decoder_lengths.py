@@ -88,12 +88,37 @@ def one(attn: str, length: int, kind: str, repeat: int) -> dict:
             "peak_mib": peak / 1024, "path_steps": steps}
 
 
+def available_kib() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+
+
 def row_in_subprocess(attn: str, length: int, kind: str, repeat: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", attn, str(length), kind, str(repeat)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        return {"attention": attn, "length": length, "kind": kind, "error": out.stderr.strip().splitlines()[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """One row in a fresh process, stopped (and reported) when its resident set would take more
+    than 90% of the memory available when it started, before the kernel's OOM killer picks a
+    process."""
+    limit = available_kib() * 9 // 10
+    row = {"attention": attn, "length": length, "kind": kind}
+    proc = subprocess.Popen([sys.executable, __file__, "--one", attn, str(length), kind, str(repeat)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        except (FileNotFoundError, StopIteration):
+            rss = 0
+        peak = max(peak, rss)
+        if rss > limit:
+            proc.kill()
+            proc.wait()
+            return {**row, "error": f"stopped at {rss / 2**20:.1f} GiB resident, over 90% of the "
+                                    f"{limit / 0.9 / 2**20:.1f} GiB available"}
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        return {**row, "error": (err.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]}
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
