@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -27,6 +28,9 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn, Tensor
 from torch.autograd import semiring as S
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import analysis  # noqa: E402
 
 STREAMS = ("attention", "mlp")
 
@@ -92,20 +96,10 @@ class Row:
     to_position: Optional[int] = None  # the attention output row the path reaches
 
 
-def _streams(model: nn.Module, lay: Layout) -> tuple[list[Tensor], list]:
-    """Forward pre-hooks capturing, per layer, the streams entering attention and the MLP."""
-    layers = model.get_submodule(lay.layers)
-    captured: list[Tensor] = []
-
-    def grab(module, args, kwargs):
-        captured.append(args[0] if args else kwargs["hidden_states"])
-
-    handles = []
-    for layer in layers:
-        for sub in lay.stream_in:
-            m = layer.get_submodule(sub) if sub else layer
-            handles.append(m.register_forward_pre_hook(grab, with_kwargs=True))
-    return captured, handles
+def _stream_modules(model: nn.Module, lay: Layout) -> list[nn.Module]:
+    """Per layer, the modules whose input is the stream entering attention, then the MLP."""
+    return [layer.get_submodule(sub) if sub else layer
+            for layer in model.get_submodule(lay.layers) for sub in lay.stream_in]
 
 
 def classify(path, lay: Layout, layer: int, stream: str) -> dict:
@@ -155,7 +149,7 @@ def component_rows(model: nn.Module, scalar: Callable[[], Tensor], tokens: Seque
     max_product backward to every layer's streams, inside ``record_paths(model)``; returns one
     :class:`Row` per position (all, or ``positions``), layer and stream."""
     lay = layout(model)
-    captured, handles = _streams(model, lay)
+    captured, handles = analysis._capture(_stream_modules(model, lay), output=False)
     try:
         with S.record_paths(model) as rec:
             out = scalar()
@@ -166,7 +160,8 @@ def component_rows(model: nn.Module, scalar: Callable[[], Tensor], tokens: Seque
     rows = []
     n = len(model.get_submodule(lay.layers))
     for i, h in enumerate(captured):
-        layer, stream = divmod(i, len(STREAMS))[0], STREAMS[i % len(STREAMS)]
+        layer, k = divmod(i, len(STREAMS))
+        stream = STREAMS[k]
         if layer >= n:
             break
         values = S.max_product.finalize(rec.message(h))[0]  # (T, H)
