@@ -187,3 +187,37 @@ def test_top_paths_of_eager_and_sdpa_pass_the_same_attention_weights(models, tok
     assert math.isclose(e_value, s_value, rel_tol=1e-3)
     # The same attention weights, (batch, head, query position, key position), in the same layers.
     assert e_weights == s_weights
+
+
+def test_a_bfloat16_model_answers_as_the_float32_model_with_float32_messages(answers, tokenizer):
+    # docs/semantics.md, "Message dtype": the messages of a bfloat16 model are float32 (real is
+    # ordinary backward, in the model's dtype). The bfloat16 model's answers at the input
+    # embeddings are the float32 model's to within what its rounded forward changes.
+    low = smollm2.model("sdpa", torch.bfloat16)
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    are, is_ = (tokenizer(w, add_special_tokens=False).input_ids[0] for w in (" are", " is"))
+    for semiring in S.builtin_semirings:
+        embeds = low.model.embed_tokens(ids).detach().requires_grad_()
+        logits = low(inputs_embeds=embeds, logits_to_keep=1).logits[0, -1]
+        (g,) = torch.autograd.grad(logits[are] - logits[is_], embeds, semiring=semiring)
+        assert g.dtype == (torch.bfloat16 if semiring == "real" else torch.float32), semiring
+        if semiring in LINEAR or semiring == "real":
+            continue
+        assert not bool(g.isnan().any()), semiring
+        b = S.builtin_semirings[semiring].finalize(g).double()
+        f = answers[("sdpa", semiring)]["inputs_embeds"].double()
+        assert torch.equal(b.isfinite(), f.isfinite()), semiring
+        held = f.isfinite()
+        b, f = b[held], f[held]
+        if semiring == "boolean":
+            assert torch.equal(b, f)
+        elif semiring in ("log", "log_entropy"):
+            torch.testing.assert_close(b, f, rtol=1e-3, atol=1e-3, msg=semiring)
+            # Stored in bfloat16, the float32 model's answer itself would move by more than the
+            # whole bfloat16 forward moves it: the reason messages are float32.
+            assert (f.to(torch.bfloat16).double() - f).abs().max() > (b - f).abs().max(), semiring
+        elif semiring == "max_plus":
+            # The top path's value to within a factor 1.1.
+            torch.testing.assert_close(b, f, rtol=0, atol=0.1)
+        else:  # max_product: the largest path product
+            torch.testing.assert_close(b, f, rtol=0, atol=2e-2 * float(f.abs().max()))
