@@ -40,6 +40,11 @@ runs (inclusive of what it calls), with the elements it writes: what the rest of
   come near the ratio, they bound it: the kernel rows below compare one semiring product with
   one BLAS product; `entropy` and `log_entropy` multiply a pair by a real matrix in three real
   products (P A, then P B + H A in one of twice the depth).
+* smollm2_512, smollm2_512_sdpa: SmolLM2-135M-Instruct (examples/decoder/smollm2.py), one
+  prompt of 512 tokens, eager or sdpa attention, the backward benchmarks/decoder_lengths.py
+  times (from the last position's next-token logit to the input embeddings); baseline:
+  ordinary backward. Not in the default workloads (name them): they need the model packages
+  `scripts/semiring test` or `demo` installs.
 * semiring_mm_1024: the semiring mm kernel on 1024^3 as a rule calls it: a message times a
   real weight matrix (`_semiring_mm_lifted`, what the built-ins' mm rules run); baseline:
   float32 BLAS mm (torch.mm) of the same sizes.
@@ -87,7 +92,8 @@ KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRES
 KEPT_FREED_MEMORY = "glibc keeping the memory it frees (" + " ".join(
     f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()) + ")"
 NORM_GROUPS = 8  # norm_group_*'s times are per group
-FAMILIES = ("bert_L6_H512", "resnet_w32", "lstm_h256", "qwen2_h256", "qwen2_eager")
+FAMILIES = ("bert_L6_H512", "resnet_w32", "lstm_h256", "qwen2_h256", "qwen2_eager", "smollm2_512",
+            "smollm2_512_sdpa")
 
 
 def best_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -190,6 +196,20 @@ def qwen2(batch: int = 4, seq: int = 128, attention: str = "sdpa"):
     return backward(model(input_ids=ids, labels=ids).loss, list(model.parameters()))
 
 
+def smollm2(seq: int = 512, attention: str = "eager"):
+    here = Path(__file__).resolve().parent
+    sys.path[:0] = [str(here.parent / "examples" / "decoder"), str(here)]
+    import smollm2 as model_files
+    from decoder_lengths import prompt_ids
+
+    tokenizer, model = model_files.load(attention)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    embeds = model.model.embed_tokens(prompt_ids(tokenizer, seq)).detach().requires_grad_()
+    logits = model(inputs_embeds=embeds, logits_to_keep=1).logits[0, -1]
+    return backward(logits[int(logits.argmax())], [embeds])
+
+
 class RecordProducts(TorchDispatchMode):
     """Records the matrix products that run under it, real or a semiring's, with their operands."""
 
@@ -256,7 +276,10 @@ def norm_group(name: str, n: int):
 
 
 GRAPHS = {"chain_1000": chain, "mlp_4x256": mlp, "mm_512": mm, "bert_L6_H512": bert, "resnet_w32": resnet,
-          "lstm_h256": lstm, "qwen2_h256": qwen2, "qwen2_eager": partial(qwen2, attention="eager")}
+          "lstm_h256": lstm, "qwen2_h256": qwen2, "qwen2_eager": partial(qwen2, attention="eager"),
+          "smollm2_512": smollm2, "smollm2_512_sdpa": partial(smollm2, attention="sdpa")}
+# Workloads that need more than the build (the model packages): run when named.
+NAMED_ONLY = ("smollm2_512", "smollm2_512_sdpa")
 
 
 def elementwise(name: str, op: str, n: int = 1 << 20):
@@ -427,9 +450,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semirings", nargs="*", default=[n for n in S.builtin_semirings if n != "real"])
-    ap.add_argument("--workloads", nargs="*", default=[*GRAPHS, "kernels", "norms"],
+    ap.add_argument("--workloads", nargs="*", default=[*(w for w in GRAPHS if w not in NAMED_ONLY), "kernels", "norms"],
                     help=f"of {', '.join(GRAPHS)}, kernels (the mm kernel rows) and norms (the "
-                         "normalization kernel's rows); default: all")
+                         f"normalization kernel's rows); default: all but {', '.join(NAMED_ONLY)}")
     ap.add_argument("--nodes", nargs="*", metavar="WORKLOAD",
                     help="instead of the table: where each workload's backward spends its time, by "
                          "kind of node, ordinary and every semiring of --semirings")
