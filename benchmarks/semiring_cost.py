@@ -47,7 +47,8 @@ runs (inclusive of what it calls), with the elements it writes: what the rest of
   `scripts/semiring test` or `demo` installs.
 * semiring_mm_1024: the semiring mm kernel on 1024^3 as a rule calls it: a message times a
   real weight matrix (`_semiring_mm_lifted`, what the built-ins' mm rules run); baseline:
-  float32 BLAS mm (torch.mm) of the same sizes.
+  float32 BLAS mm (torch.mm) of the same sizes. semiring_mm_mlp: the same at a decoder MLP's
+  down projection, 512 tokens x 1536 times a 1536 x 576 weight (SmolLM2's).
 * plus_1M, step_1M: a semiring's plus of two messages of 2^20 elements, and its step (a
   message times a real local derivative, `times_lifted`, every elementwise rule's); baselines:
   ordinary backward's sum of two gradients (add) and its product with the local derivative
@@ -250,12 +251,15 @@ def operands(name: str, n: int):
     return s, message, torch.randn(n, n, generator=g, dtype=DTYPE)
 
 
-def semiring_mm(name: str, n: int):
-    """The kernel as a rule calls it: a message times a real weight matrix."""
+def semiring_mm(name: str, n: int, k: int | None = None, m: int | None = None):
+    """The kernel as a rule calls it: a message (n x k) times a real weight matrix (k x m)."""
+    k, m = k or n, m or n
     if name == "BLAS mm":
-        x, y = torch.randn(n, n, dtype=DTYPE), torch.randn(n, n, dtype=DTYPE)
+        x, y = torch.randn(n, k, dtype=DTYPE), torch.randn(k, m, dtype=DTYPE)
         return lambda: torch.mm(x, y)
-    _, message, weight = operands(name, n)
+    g = torch.Generator().manual_seed(0)
+    message = S.builtin_semirings[name].lift_masked(torch.randn(n, k, generator=g, dtype=DTYPE))
+    weight = torch.randn(k, m, generator=g, dtype=DTYPE)
     return lambda: torch._semiring_mm_lifted(message, weight, False, name)
 
 
@@ -298,6 +302,7 @@ def elementwise(name: str, op: str, n: int = 1 << 20):
 
 
 KERNELS = {"semiring_mm_1024": lambda name: semiring_mm(name, 1024),
+           "semiring_mm_mlp": lambda name: semiring_mm(name, 512, 1536, 576),
            "plus_1M": lambda name: elementwise(name, "plus"),
            "step_1M": lambda name: elementwise(name, "step"),
            "blocked_mm_256": lambda name: blocked_mm(name, 256),
@@ -509,9 +514,10 @@ def table(args: argparse.Namespace) -> None:
         for name in args.semirings:
             row(workload, name, times[name], times["ordinary"], baseline)
     names = ["BLAS mm", "max_plus", "max_product", "log"]
-    times = best_times({n: one_run("semiring_mm_1024", n) for n in names}, args.repeat)
-    for name in names:
-        row("semiring_mm_1024", name, times[name], times["BLAS mm"], "BLAS mm")
+    for workload in ("semiring_mm_1024", "semiring_mm_mlp"):
+        times = best_times({n: one_run(workload, n) for n in names}, args.repeat)
+        for name in names:
+            row(workload, name, times[name], times["BLAS mm"], "BLAS mm")
     for name in names[1:]:
         times = best_times({"kernel": one_run("kernel_mm_256", name), "blocked": one_run("blocked_mm_256", name)}, 2)
         row("blocked_mm_256", name, times["blocked"], times["kernel"], "kernel")
