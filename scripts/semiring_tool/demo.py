@@ -41,7 +41,7 @@ def demo_env(packages: str) -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": packages}
 
 
-def command(pin: Pin, sentences: int, examples: int, prompts: int = 40) -> int:
+def command(pin: Pin, sentences: int, examples: int, prompts: int) -> int:
     have, why = build.build_state(pin)
     if not have:
         say(f"demo: {why}; building it first")
