@@ -104,9 +104,8 @@ def row_in_subprocess(attn: str, length: int, kind: str, repeat: int) -> dict:
     peak = 0
     while proc.poll() is None:
         try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-        except (FileNotFoundError, StopIteration):
+            rss = status_kib("VmRSS", proc.pid)
+        except (FileNotFoundError, RuntimeError):  # exited, or a zombie without VmRSS
             rss = 0
         peak = max(peak, rss)
         if rss > limit:

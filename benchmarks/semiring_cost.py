@@ -243,23 +243,22 @@ def products_of(run: Callable[[object], object], semiring: str | None) -> Callab
     return replay
 
 
-def operands(name: str, n: int):
-    """A semiring, a message and a real weight matrix."""
+def operands(name: str, n: int, k: int | None = None, m: int | None = None):
+    """A semiring, a message (n x k) and a real weight matrix (k x m); square by default."""
+    k, m = k or n, m or n
     g = torch.Generator().manual_seed(0)
     s = S.builtin_semirings[name]
-    message = s.lift_masked(torch.randn(n, n, generator=g, dtype=DTYPE))
-    return s, message, torch.randn(n, n, generator=g, dtype=DTYPE)
+    message = s.lift_masked(torch.randn(n, k, generator=g, dtype=DTYPE))
+    return s, message, torch.randn(k, m, generator=g, dtype=DTYPE)
 
 
 def semiring_mm(name: str, n: int, k: int | None = None, m: int | None = None):
     """The kernel as a rule calls it: a message (n x k) times a real weight matrix (k x m)."""
-    k, m = k or n, m or n
     if name == "BLAS mm":
+        k, m = k or n, m or n
         x, y = torch.randn(n, k, dtype=DTYPE), torch.randn(k, m, dtype=DTYPE)
         return lambda: torch.mm(x, y)
-    g = torch.Generator().manual_seed(0)
-    message = S.builtin_semirings[name].lift_masked(torch.randn(n, k, generator=g, dtype=DTYPE))
-    weight = torch.randn(k, m, generator=g, dtype=DTYPE)
+    _, message, weight = operands(name, n, k, m)
     return lambda: torch._semiring_mm_lifted(message, weight, False, name)
 
 
