@@ -73,3 +73,28 @@ def test_replace_block_keeps_what_is_outside_the_markers():
     assert metrics.replace_block(text, ["a", "b"]) == f"head\n{metrics.BEGIN}\na\nb\n{metrics.END}\ntail\n"
     with pytest.raises(ToolError, match="exactly one"):
         metrics.replace_block("no markers", ["a"])
+
+
+def test_render_decoder_puts_each_kind_against_ordinary_of_its_length():
+    rows = [{"attention": "sdpa", "length": 128, "kind": "ordinary", "seconds": 0.5, "peak_mib": 100.0,
+             "threads": 2},
+            {"attention": "sdpa", "length": 128, "kind": "max_product", "seconds": 2.0, "peak_mib": 110.0},
+            {"attention": "sdpa", "length": 128, "kind": "log_entropy", "seconds": 3.0, "peak_mib": 150.0},
+            {"attention": "sdpa", "length": 128, "kind": "max_product+paths", "seconds": 2.5,
+             "peak_mib": 2048.0},
+            {"attention": "eager", "length": 2048, "kind": "ordinary", "seconds": 10.0, "peak_mib": 1000.0},
+            {"attention": "eager", "length": 2048, "kind": "max_product", "seconds": 50.0, "peak_mib": 1000.0},
+            {"attention": "eager", "length": 2048, "kind": "max_product+paths",
+             "error": "stopped at 20.2 GiB resident, over 90% of the 22.4 GiB available"}]
+    lines = metrics.render_decoder("commit abc1234 (2026-11-29)", "2 x Some CPU", rows)
+    text = "\n".join(lines)
+    assert "commit abc1234" in text and "2 threads" in text
+    assert "| sdpa | 128 | 0.50 | 4.00x | 6.00x | 5.00x | 100 | 1.10x | 1.50x | 20.48x (2.0 GiB) |" in lines
+    # a kind not run is blank; one whose peak did not fit says so in both columns
+    assert "| eager | 2048 | 10.00 | 5.00x |  | did not fit | 1000 | 1.00x |  | did not fit |" in lines
+
+
+def test_replace_block_takes_the_decoder_markers():
+    text = f"{metrics.BEGIN}\nm\n{metrics.END}\n{metrics.DECODER_BEGIN}\nold\n{metrics.DECODER_END}\n"
+    out = metrics.replace_block(text, ["d"], metrics.DECODER_BEGIN, metrics.DECODER_END)
+    assert out == f"{metrics.BEGIN}\nm\n{metrics.END}\n{metrics.DECODER_BEGIN}\nd\n{metrics.DECODER_END}\n"
