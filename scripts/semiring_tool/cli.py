@@ -47,11 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--layer")
     sp.add_argument("--churn", action="store_true",
                     help="instead: lines a patch adds that a later patch rewrites (applies the series)")
-    me = sub.add_parser("metrics", help="every figure of the RFC's Metrics, from one run (needs both builds; "
-                                        "about an hour and a half)")
+    me = sub.add_parser("metrics", help="every figure of the RFC's Metrics, from one run (needs both builds)")
     me.add_argument("--write", action="store_true", help="write the tables into the RFC")
     me.add_argument("--decoder", action="store_true",
-                    help="only the pretrained decoder's table (benchmarks/decoder_lengths.py; about half an hour)")
+                    help="only the pretrained decoder's table (benchmarks/decoder_lengths.py)")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write", action="store_true", help="update the table in docs/building.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")

@@ -29,8 +29,8 @@ from .progress import Stopwatch, ToolError, fmt_seconds, say
 
 RFC = REPO / "rfc" / "RFC-00xx-semiring-backward.md"
 BEGIN, END = "<!-- metrics:begin -->", "<!-- metrics:end -->"
-# The pretrained decoder's table (benchmarks/decoder_lengths.py), a block of its own: it takes
-# half an hour alone and can be remeasured alone (--decoder).
+# The pretrained decoder's table (benchmarks/decoder_lengths.py), a block of its own: the
+# longest of the benchmarks, it can be remeasured alone (--decoder).
 DECODER_BEGIN, DECODER_END = "<!-- metrics:decoder:begin -->", "<!-- metrics:decoder:end -->"
 DECODER_KINDS = ("max_product", "log_entropy", "max_product+paths")
 OUT = REPO / "out" / "metrics"
