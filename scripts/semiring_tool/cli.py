@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     me.add_argument("--write", action="store_true", help="write the tables into the RFC")
     me.add_argument("--decoder", action="store_true",
                     help="only the pretrained decoder's table (benchmarks/decoder_lengths.py)")
+    me.add_argument("--paths", action="store_true", help="only the k best paths' table (benchmarks/best_paths.py)")
     st = sub.add_parser("status", help="print the upstreaming status table (from the patch headers)")
     st.add_argument("--write", action="store_true", help="update the table in docs/building.md")
     ct = sub.add_parser("coverage-table", help="which derivatives.yaml entries have semiring rules (docs/)")
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         elif args.cmd == "metrics":
             from .metrics import command as metrics
-            return metrics(pin, write=args.write, decoder_only=args.decoder)
+            return metrics(pin, write=args.write, decoder_only=args.decoder, paths_only=args.paths)
         elif args.cmd == "stats" and args.churn:
             from .churn import measure, report
             from .base import BASE_TAG

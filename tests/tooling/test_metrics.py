@@ -98,3 +98,13 @@ def test_replace_block_takes_the_decoder_markers():
     text = f"{metrics.BEGIN}\nm\n{metrics.END}\n{metrics.DECODER_BEGIN}\nold\n{metrics.DECODER_END}\n"
     out = metrics.replace_block(text, ["d"], metrics.DECODER_BEGIN, metrics.DECODER_END)
     assert out == f"{metrics.BEGIN}\nm\n{metrics.END}\n{metrics.DECODER_BEGIN}\nd\n{metrics.DECODER_END}\n"
+
+
+def test_render_paths_puts_the_k_best_against_the_top_paths():
+    row = {"semiring": "max_product", "k": 8, "tokens": 128, "top_s": 0.5, "best_s": 1.25, "ratio": 2.5,
+           "best_each_s": 2.5, "ratio_each": 5.0, "top_shared_s": 0.25, "ratio_shared": 5.0, "steps": 50.0,
+           "distinct_steps": 0.51}
+    lines = metrics.render_paths("commit abc1234 (2026-11-29)", "2 x Some CPU", {"threads": 2, "rows": [row]})
+    text = "\n".join(lines)
+    assert "commit abc1234" in text and "128 tokens" in text and "the 8 best" in text and "2 threads" in text
+    assert "| max_product | 0.50 | 1.25 | 2.50x | 2.50 | 5.00x | 0.25 | 5.00x | 50 | 51% |" in lines
