@@ -14,6 +14,8 @@ path = rec.path(x, (0, 1))
 for step in path.steps:
     print(f"  module {step.module or '-':2} {step.name:15} to element {step.index}, local derivative {step.derivative:+.4f}")
 print(f"  the path's value {path.value:.4f} is the product of its local derivatives {path.product():.4f}")
+for p in rec.paths(x, (0, 1), 3):  # the 3 best paths, best first (the first is the top path)
+    print(f"  a path of value {p.value:+.4f} through hidden unit {p.steps[0].index[1]}")
 
 # 2. How spread out over paths is each input's influence? (entropy in nats; log_entropy is
 # the entropy semiring carried in log space, stable in float32.) .backward() works too.
