@@ -7,7 +7,7 @@ the word embedding, at the unit with the best value of that token), the top path
 best paths (default k = 8): seconds for all tokens, side by side in one run (best of --repeat
 interleaved rounds), and their ratios. The k best paths are found by one call for all tokens
 (one search, which ranks each element the paths pass once), by a call per token, and the top
-paths by path() per token and by paths() with k = 1 for all tokens.
+paths by path() per token and by paths_from() with k = 1 for all tokens.
 
     python3 scripts/semiring run -- python benchmarks/best_paths.py [--k 8] [--json out.json]
 """
@@ -56,9 +56,9 @@ def measure(semiring: str, k: int, seq: int, repeat: int) -> dict:
 
     kinds = {
         "top": lambda: [rec.path(words, i) for i in starts],  # one path() per token
-        "best": lambda: rec.paths(words, starts, k),  # every token's k best, one search
+        "best": lambda: rec.paths_from(words, starts, k),  # every token's k best, one search
         "best_each": lambda: [rec.paths(words, i, k) for i in starts],  # a search per token
-        "top_shared": lambda: rec.paths(words, starts, 1),  # k = 1, one search
+        "top_shared": lambda: rec.paths_from(words, starts, 1),  # k = 1, one search
     }
     times = {name: [] for name in kinds}
     found = {}
@@ -113,9 +113,9 @@ def main() -> None:
         print(f"{semiring:12} {r['top_s']:7.2f} {r['best_s']:9.2f} {r['ratio']:6.2f}x {r['best_each_s']:7.2f} "
               f"{r['ratio_each']:6.2f}x {r['top_shared_s']:8.2f} {r['ratio_shared']:6.2f}x {r['steps']:6.0f} "
               f"{r['paths']:6d} {gap:>8} {r['distinct_steps']:9.2f} {r['leaves_top_at']:9.0f}", flush=True)
-    print(f"top: path() from each token; {args.k} best: paths() from every token in one call (one search), "
+    print(f"top: path() from each token; {args.k} best: paths_from() every token (one search), "
           f"and its ratio to top; each: paths() called per token, and its ratio to top; "
-          f"top 1: paths() from every token with k = 1 (the top paths, by one search), and {args.k} best's ratio "
+          f"top 1: paths_from() every token with k = 1 (the top paths, by one search), and {args.k} best's ratio "
           "to it")
     print("steps: of a top path (mean); 2nd/1st: the median over tokens of the second path's value over the "
           "first's (max_product), or their difference in log (max_plus); distinct: the steps of a token's k "
